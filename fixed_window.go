@@ -1,0 +1,31 @@
+package sluice
+
+// Fixed window: State.Time is the start of the counted window, State.Count the
+// units admitted in it. Windows are [k·P, (k+1)·P). A request is admitted iff
+// count + n ≤ L; when denied, the same request passes as soon as the next window
+// opens. At most L pass per window, but 2L can pass within one period that
+// straddles a boundary.
+func fixedWindow(p *Policy, s State, now, n int64) (State, Result) {
+	period, limit := p.periodMicros(), p.Limit
+	if now < s.Time {
+		now = s.Time // time ran backwards: no time has passed
+	}
+	start := now - now%period
+	var count int64
+	if s.Time == start {
+		count = s.Count
+	}
+	res := Result{Limit: limit}
+	if count+n <= limit {
+		count += n
+		res.Allowed = true
+	} else {
+		res.RetryAfter = micros(start + period - now)
+	}
+	res.Remaining = limit - count
+	if count == 0 {
+		return State{}, res
+	}
+	res.ResetAfter = micros(start + period - now)
+	return State{Time: start, Count: count}, res
+}

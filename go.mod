@@ -1,0 +1,3 @@
+module github.com/sluicehq/sluice
+
+go 1.25

@@ -1,0 +1,14 @@
+package sluice
+
+// Leaky bucket as a shaper: a queue of at most B units that drains one unit every
+// emission interval T. State.Time is the TAT of the queue's tail, so admission is
+// GCRA's rule; what the leaky bucket adds is Delay: the admitted request leaves
+// the queue at max(TAT, now), so departures are spaced n·T apart and the upstream
+// sees a constant rate.
+func leakyBucket(p *Policy, s State, now, n int64) (State, Result) {
+	st, res, wait := gcraDecide(p, s, now, n)
+	if res.Allowed {
+		res.Delay = micros(wait)
+	}
+	return st, res
+}

@@ -1,0 +1,84 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+)
+
+// Limiter enforces one Policy on a Store. It is safe for concurrent use; the
+// store does the synchronisation.
+type Limiter struct {
+	store  Store
+	policy Policy
+}
+
+// New returns a Limiter for p on store, or the *PolicyError that p.Validate reports.
+func New(store Store, p Policy) (*Limiter, error) {
+	if store == nil {
+		return nil, fmt.Errorf("sluice: New: store is nil")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Limiter{store: store, policy: p}, nil
+}
+
+// Policy returns the limiter's policy.
+func (l *Limiter) Policy() Policy { return l.policy }
+
+// Allow asks to admit one unit for key. It is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN asks to admit n units for key. n = 0 is a peek: it reports the state
+// and consumes nothing. Errors wrap ErrInvalidKey, ErrInvalidCost,
+// ErrExceedsCapacity or the store's own failure; a denial is not an error.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
+	req := Request{Policy: &l.policy, Key: key, Cost: n}
+	if err := CheckRequest(req); err != nil {
+		return Result{}, err
+	}
+	return l.store.Decide(ctx, req)
+}
+
+// Check is one (limiter, key, cost) of an AllowAll call.
+type Check struct {
+	Limiter *Limiter
+	Key     string
+	Cost    int64
+}
+
+// AllowAll admits every check or none, at one instant — for example a per-user
+// limit and a global limit that must both hold. When it denies, nothing is
+// consumed anywhere; every result has Allowed false and the same RetryAfter, the
+// largest among the denying limits, after which the whole set is admitted.
+// results[i] belongs to checks[i]. All limiters must share one store, and a
+// (policy, key) pair may appear only once.
+func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
+	if len(checks) == 0 {
+		return nil, nil
+	}
+	store := checks[0].Limiter.store
+	reqs := make([]Request, len(checks))
+	for i, c := range checks {
+		if c.Limiter.store != store {
+			return nil, ErrStoreMismatch
+		}
+		reqs[i] = Request{Policy: &c.Limiter.policy, Key: c.Key, Cost: c.Cost}
+		if err := CheckRequest(reqs[i]); err != nil {
+			return nil, fmt.Errorf("check %d (policy %q): %w", i, c.Limiter.policy.Name, err)
+		}
+		for j := range i {
+			if reqs[j].Policy.Name == reqs[i].Policy.Name && reqs[j].Key == reqs[i].Key {
+				return nil, fmt.Errorf("%w: checks %d and %d both name policy %q key %q; add their costs into one check",
+					ErrDuplicateCheck, j, i, reqs[i].Policy.Name, reqs[i].Key)
+			}
+		}
+	}
+	results := make([]Result, len(checks))
+	if err := store.DecideAll(ctx, reqs, results); err != nil {
+		return nil, err
+	}
+	return results, nil
+}

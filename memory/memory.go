@@ -1,0 +1,214 @@
+// Package memory is Sluice's embedded, in-process store: the default when one
+// process enforces its own limits, and the local fallback when Redis fails.
+//
+// State lives in lock-striped shards so cores rarely contend on one mutex. A
+// decision on an existing key allocates nothing. Memory is bounded: a key whose
+// state is back to initial is forgotten, and at most WithMaxKeys keys are held;
+// when a shard is full, the key closest to its reset is evicted first, because
+// forgetting it admits the least extra traffic.
+package memory
+
+import (
+	"context"
+	"hash/maphash"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// DefaultMaxKeys is the number of keys a Store holds unless WithMaxKeys says
+// otherwise: about 150 MB for the fixed-size algorithms.
+const DefaultMaxKeys = 1 << 20
+
+const maxShards = 64
+
+// Store is the in-memory store. The zero value is not usable; call New.
+type Store struct {
+	shards   []shard
+	mask     uint64
+	perShard int
+	seed     maphash.Seed
+	now      func() int64 // microseconds since the epoch
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	clock   sluice.Clock
+	maxKeys int
+}
+
+// WithClock makes the store read time from c instead of the monotonic system
+// clock. Tests use it to control time.
+func WithClock(c sluice.Clock) Option { return func(cf *config) { cf.clock = c } }
+
+// WithMaxKeys bounds the number of keys held (n ≥ 1). Default DefaultMaxKeys.
+func WithMaxKeys(n int) Option { return func(cf *config) { cf.maxKeys = max(1, n) } }
+
+// New returns an empty Store.
+func New(opts ...Option) *Store {
+	cf := config{maxKeys: DefaultMaxKeys}
+	for _, o := range opts {
+		o(&cf)
+	}
+	// Each shard should hold a fair number of keys, or uneven hashing would make
+	// the bound much tighter than asked for.
+	n := maxShards
+	for n > 1 && cf.maxKeys/n < 64 {
+		n /= 2
+	}
+	s := &Store{
+		shards:   make([]shard, n),
+		mask:     uint64(n - 1),
+		perShard: max(1, cf.maxKeys/n),
+		seed:     maphash.MakeSeed(),
+		now:      monotonicMicros(),
+	}
+	if cf.clock != nil {
+		clock := cf.clock
+		s.now = func() int64 { return clock.Now().UnixMicro() }
+	}
+	for i := range s.shards {
+		s.shards[i].index = make(map[entryKey]int32)
+	}
+	return s
+}
+
+// monotonicMicros reads the monotonic clock anchored to the wall clock once, like
+// sluice.SystemClock, without building a time.Time per call.
+func monotonicMicros() func() int64 {
+	anchor := time.Now()
+	base := anchor.UnixMicro()
+	return func() int64 { return base + int64(time.Since(anchor)/time.Microsecond) }
+}
+
+// Decide implements sluice.Store.
+func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
+	now := s.now()
+	id := entryKey{policy: req.Policy.Name, key: req.Key}
+	sh := &s.shards[s.shardOf(id)]
+	sh.mu.Lock()
+	i, found := sh.index[id]
+	var st sluice.State
+	if found && sh.entries[i].alg == req.Policy.Algorithm {
+		st = sh.entries[i].state
+	}
+	next, res := sluice.Decide(req.Policy, st, now, req.Cost)
+	sh.put(id, found, i, req.Policy.Algorithm, next, now, res, s.perShard)
+	sh.mu.Unlock()
+	return res, nil
+}
+
+// DecideAll implements sluice.Store: it locks every shard involved (in index
+// order, so concurrent batches cannot deadlock), decides each request on the
+// current state, and commits only if all were admitted.
+func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sluice.Result) error {
+	now := s.now()
+	ids := make([]entryKey, len(reqs))
+	shardIdx := make([]int, len(reqs))
+	states := make([]sluice.State, 2*len(reqs))
+	old, next := states[:len(reqs)], states[len(reqs):]
+	locked := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		ids[i] = entryKey{policy: r.Policy.Name, key: r.Key}
+		shardIdx[i] = s.shardOf(ids[i])
+		locked = insertSorted(locked, shardIdx[i])
+	}
+	for _, k := range locked {
+		s.shards[k].mu.Lock()
+	}
+	defer func() {
+		for _, k := range locked {
+			s.shards[k].mu.Unlock()
+		}
+	}()
+
+	allowed := true
+	var retry time.Duration
+	for i, r := range reqs {
+		sh := &s.shards[shardIdx[i]]
+		if j, ok := sh.index[ids[i]]; ok && sh.entries[j].alg == r.Policy.Algorithm {
+			old[i] = sh.entries[j].state
+		}
+		next[i], results[i] = sluice.Decide(r.Policy, old[i], now, r.Cost)
+		if !results[i].Allowed {
+			allowed = false
+			retry = max(retry, results[i].RetryAfter)
+		}
+	}
+	if !allowed {
+		// Nothing is consumed: report each limit as it stands (a peek), with the
+		// wait after which the whole batch passes.
+		for i, r := range reqs {
+			_, results[i] = sluice.Decide(r.Policy, old[i], now, 0)
+			results[i].Allowed = false
+			results[i].RetryAfter = retry
+		}
+		return nil
+	}
+	for i, r := range reqs {
+		sh := &s.shards[shardIdx[i]]
+		j, found := sh.index[ids[i]]
+		sh.put(ids[i], found, j, r.Policy.Algorithm, next[i], now, results[i], s.perShard)
+	}
+	return nil
+}
+
+// Len returns the number of keys held.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.entries)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// TTL returns how long the state of (policy, key) is kept if nothing else
+// happens — its ResetAfter — and false when the store holds none.
+func (s *Store) TTL(policy, key string) (time.Duration, bool) {
+	now := s.now()
+	id := entryKey{policy: policy, key: key}
+	sh := &s.shards[s.shardOf(id)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, ok := sh.index[id]
+	if !ok || sh.entries[i].expires <= now {
+		return 0, false
+	}
+	return time.Duration(sh.entries[i].expires-now) * time.Microsecond, true
+}
+
+func (s *Store) shardOf(id entryKey) int {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(id.policy)
+	h.WriteByte(0)
+	h.WriteString(id.key)
+	return int(h.Sum64() & s.mask)
+}
+
+func insertSorted(xs []int, x int) []int {
+	for i, y := range xs {
+		if y == x {
+			return xs
+		}
+		if y > x {
+			xs = append(xs, 0)
+			copy(xs[i+1:], xs[i:])
+			xs[i] = x
+			return xs
+		}
+	}
+	return append(xs, x)
+}
+
+// strings.Clone keeps a stored key from pinning the caller's buffer (a request
+// header, say) for as long as the key lives.
+var cloneKey = strings.Clone

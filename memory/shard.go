@@ -1,0 +1,101 @@
+package memory
+
+import (
+	"sync"
+
+	"github.com/sluicehq/sluice"
+)
+
+// shard is one lock stripe: a dense slice of entries and an index into it. The
+// dense slice makes sweeping and sampling for eviction cheap.
+type shard struct {
+	mu      sync.Mutex
+	index   map[entryKey]int32
+	entries []entry
+	hand    int      // where the next sweep or eviction sample starts
+	_       [64]byte // keep neighbouring shards' mutexes off one cache line
+}
+
+type entryKey struct{ policy, key string }
+
+type entry struct {
+	id      entryKey
+	alg     sluice.Algorithm
+	expires int64 // microseconds; the state is initial from then on
+	state   sluice.State
+}
+
+// sweepPerInsert is how many entries each insertion checks for expiry. Two keep
+// the shard within about twice its live keys without a background goroutine.
+const sweepPerInsert = 2
+
+// evictSample is how many entries are compared when a full shard must evict.
+const evictSample = 8
+
+// put stores the state a decision produced. An initial state (ResetAfter 0) is
+// not kept.
+func (sh *shard) put(id entryKey, found bool, i int32, alg sluice.Algorithm, st sluice.State, now int64, res sluice.Result, limit int) {
+	if res.ResetAfter == 0 {
+		if found {
+			sh.remove(int(i))
+		}
+		return
+	}
+	expires := now + res.ResetAfter.Microseconds()
+	if found {
+		e := &sh.entries[i]
+		e.alg, e.expires, e.state = alg, expires, st
+		return
+	}
+	sh.sweep(now, sweepPerInsert)
+	if len(sh.entries) >= limit {
+		sh.evict()
+	}
+	id.key = cloneKey(id.key)
+	sh.index[id] = int32(len(sh.entries))
+	sh.entries = append(sh.entries, entry{id: id, alg: alg, expires: expires, state: st})
+}
+
+// sweep checks up to n entries from the hand and forgets the expired ones.
+func (sh *shard) sweep(now int64, n int) {
+	for ; n > 0 && len(sh.entries) > 0; n-- {
+		if sh.hand >= len(sh.entries) {
+			sh.hand = 0
+		}
+		if sh.entries[sh.hand].expires <= now {
+			sh.remove(sh.hand) // the last entry moved here; check it next
+		} else {
+			sh.hand++
+		}
+	}
+}
+
+// evict forgets the entry with the earliest expiry among a sample: the key
+// closest to its reset, whose loss over-admits the least.
+func (sh *shard) evict() {
+	n := len(sh.entries)
+	if sh.hand >= n {
+		sh.hand = 0
+	}
+	victim := sh.hand
+	for k := 1; k < evictSample && k < n; k++ {
+		j := (sh.hand + k) % n
+		if sh.entries[j].expires < sh.entries[victim].expires {
+			victim = j
+		}
+	}
+	sh.hand = (sh.hand + evictSample) % n
+	sh.remove(victim)
+}
+
+// remove deletes entry i by moving the last entry into its place.
+func (sh *shard) remove(i int) {
+	last := len(sh.entries) - 1
+	delete(sh.index, sh.entries[i].id)
+	if i != last {
+		sh.entries[i] = sh.entries[last]
+		sh.index[sh.entries[i].id] = int32(i)
+	}
+	sh.entries[last] = entry{} // drop references for the GC
+	sh.entries = sh.entries[:last]
+}

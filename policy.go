@@ -1,0 +1,113 @@
+package sluice
+
+import (
+	"fmt"
+	"time"
+)
+
+// Policy is one rate limit: at most Limit units per Period for each key.
+// Name identifies the policy's state inside a store: two policies with the same
+// Name on one store share their counters.
+type Policy struct {
+	// Name: 1 to MaxNameLen bytes of letters, digits and "_-.:/".
+	Name string
+	// Algorithm decides how the limit is enforced.
+	Algorithm Algorithm
+	// Limit is L, the units admitted per Period (≥ 1).
+	Limit int64
+	// Period is P: at least a millisecond, in whole microseconds.
+	Period time.Duration
+	// Burst is B, the bucket capacity of TokenBucket, LeakyBucket and GCRA.
+	// 0 means B = L. It must be 0 for the other algorithms.
+	Burst int64
+}
+
+const (
+	// MaxNameLen is the longest policy name.
+	MaxNameLen = 128
+	// MaxKeyLen is the longest key, in bytes.
+	MaxKeyLen = 1024
+	// maxExact bounds every quantity the math multiplies out: Redis runs the same
+	// math in Lua, whose numbers are doubles and exact only below 2^53.
+	maxExact = 1 << 53
+)
+
+// Validate reports the first invalid field as a *PolicyError (which wraps
+// ErrInvalidPolicy), or nil.
+func (p *Policy) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &PolicyError{Policy: p.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if err := validName(p.Name); err != "" {
+		return bad("Name", "%s", err)
+	}
+	if !p.Algorithm.valid() {
+		return bad("Algorithm", "unknown algorithm %q (want one of fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra)", string(p.Algorithm))
+	}
+	if p.Limit < 1 {
+		return bad("Limit", "must be at least 1, got %d", p.Limit)
+	}
+	if p.Period < time.Millisecond {
+		return bad("Period", "must be at least 1ms, got %v", p.Period)
+	}
+	if p.Period%time.Microsecond != 0 {
+		return bad("Period", "must be a whole number of microseconds, got %v", p.Period)
+	}
+	period := p.periodMicros()
+	if period >= maxExact {
+		return bad("Period", "must be shorter than 2^53µs (about 285 years), got %v", p.Period)
+	}
+	if p.Burst < 0 {
+		return bad("Burst", "must not be negative, got %d", p.Burst)
+	}
+	if p.Burst != 0 && !p.Algorithm.isBucket() {
+		return bad("Burst", "applies only to token_bucket, leaky_bucket and gcra, not %s; leave it 0", p.Algorithm)
+	}
+	switch {
+	case p.Algorithm == SlidingWindow && p.Limit > maxExact/period:
+		// The decision compares prev·(P−e) with (L−cur−n)·P.
+		return bad("Limit", "sliding_window needs Limit × Period (in µs) below 2^53; %d per %v is too large: use a shorter period or gcra", p.Limit, p.Period)
+	case p.Algorithm.isBucket() && p.capacity() > maxExact/p.emissionInterval():
+		return bad("Burst", "the bucket (Burst × Period/Limit) must be shorter than 2^53µs, got Burst %d", p.capacity())
+	case p.Limit >= maxExact:
+		return bad("Limit", "must be below 2^53, got %d", p.Limit)
+	}
+	return nil
+}
+
+func validName(s string) string {
+	if s == "" {
+		return "must not be empty"
+	}
+	if len(s) > MaxNameLen {
+		return fmt.Sprintf("must be at most %d bytes, got %d", MaxNameLen, len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':' || c == '/') {
+			return fmt.Sprintf("may hold only letters, digits and _-.:/, got %q", s)
+		}
+	}
+	return ""
+}
+
+// Capacity is the largest cost the policy can admit at once: Burst (or Limit when
+// Burst is 0) for the buckets, Limit for the others. A larger cost fails with
+// ErrExceedsCapacity.
+func (p *Policy) Capacity() int64 { return p.capacity() }
+
+func (p *Policy) capacity() int64 {
+	if p.Algorithm.isBucket() && p.Burst > 0 {
+		return p.Burst
+	}
+	return p.Limit
+}
+
+func (p *Policy) periodMicros() int64 { return int64(p.Period / time.Microsecond) }
+
+// emissionInterval is T = P/L rounded up to a whole microsecond, so the bucket
+// algorithms never run faster than L per P.
+func (p *Policy) emissionInterval() int64 {
+	period := p.periodMicros()
+	return (period + p.Limit - 1) / p.Limit
+}

@@ -1,0 +1,25 @@
+package sluice
+
+import "time"
+
+// Result is a store's answer to one request. Its meaning is the same for every
+// algorithm and every store.
+type Result struct {
+	// Allowed: the request was admitted and its cost consumed. A peek (cost 0)
+	// is always allowed and consumes nothing.
+	Allowed bool
+	// Limit is the policy's L.
+	Limit int64
+	// Remaining is how many units could still be admitted now, after this decision.
+	Remaining int64
+	// RetryAfter is 0 when allowed. When denied, it is the smallest wait after
+	// which the same request is admitted if nothing else happens, exact to the
+	// microsecond: admitted at now+RetryAfter, denied 1µs earlier.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the key is back to its initial, unused state
+	// if nothing else happens.
+	ResetAfter time.Duration
+	// Delay is set by LeakyBucket only: how long the admitted request waits in
+	// the queue before it may proceed. Departures are spaced at the constant rate.
+	Delay time.Duration
+}

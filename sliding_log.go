@@ -1,0 +1,93 @@
+package sluice
+
+// Sliding log: State.Log holds every admitted (time, cost) of the last period,
+// oldest first, and State.Count their sum. An entry admitted at ts counts until
+// ts + P. A request is admitted iff sum + n ≤ L, so at most L pass in every span
+// (t−P, t] — exactly, at the price of one entry per admitted request.
+func slidingLog(p *Policy, s State, now, n int64) (State, Result) {
+	period, limit := p.periodMicros(), p.Limit
+	log, sum := s.Log, s.Count
+	if last, ok := log.newest(); ok && now < last.Time {
+		now = last.Time // time ran backwards: no time has passed
+	}
+	for log.Len() > 0 && log.oldest().Time <= now-period {
+		sum -= log.oldest().Cost
+		log = log.dropOldest()
+	}
+	res := Result{Limit: limit}
+	if sum+n <= limit {
+		if n > 0 {
+			log = log.push(LogEntry{Time: now, Cost: n})
+			sum += n
+		}
+		res.Allowed = true
+	} else {
+		// Entries leave oldest first; wait for the one whose departure frees enough.
+		freed := int64(0)
+		for i := 0; ; i++ {
+			e := log.at(i)
+			freed += e.Cost
+			if sum-freed+n <= limit {
+				res.RetryAfter = micros(e.Time + period - now)
+				break
+			}
+		}
+	}
+	res.Remaining = limit - sum
+	newest, ok := log.newest()
+	if !ok {
+		return State{}, res
+	}
+	res.ResetAfter = micros(newest.Time + period - now)
+	return State{Log: log, Count: sum}, res
+}
+
+// LogEntry is one admitted request of a sliding log.
+type LogEntry struct {
+	Time int64 // microseconds since the Unix epoch
+	Cost int64
+}
+
+// Log is a ring of LogEntry values, oldest first. Its methods return a new Log
+// instead of changing the receiver, and never overwrite the receiver's entries:
+// a store can try a decision and throw it away.
+type Log struct {
+	buf  []LogEntry // len is a power of two (or 0)
+	head int
+	n    int
+}
+
+// Len returns the number of entries.
+func (l Log) Len() int { return l.n }
+
+// at returns the i-th oldest entry.
+func (l Log) at(i int) LogEntry { return l.buf[(l.head+i)&(len(l.buf)-1)] }
+
+func (l Log) oldest() LogEntry { return l.at(0) }
+
+func (l Log) newest() (LogEntry, bool) {
+	if l.n == 0 {
+		return LogEntry{}, false
+	}
+	return l.at(l.n - 1), true
+}
+
+func (l Log) dropOldest() Log {
+	l.head = (l.head + 1) & (len(l.buf) - 1)
+	l.n--
+	return l
+}
+
+// push appends e, growing into a new buffer when the ring is full.
+func (l Log) push(e LogEntry) Log {
+	if l.n == len(l.buf) {
+		grown := make([]LogEntry, max(4, 2*len(l.buf)))
+		for i := 0; i < l.n; i++ {
+			grown[i] = l.at(i)
+		}
+		l = Log{buf: grown, n: l.n}
+	}
+	l.buf[(l.head+l.n)&(len(l.buf)-1)] = e
+	l.n++
+	return l
+}

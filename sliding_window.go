@@ -1,0 +1,60 @@
+package sluice
+
+// Sliding window counter: State.Time is the start of the current window,
+// State.Count its units (cur), State.Prev the previous window's (prev). The
+// previous window is assumed to have been spread evenly, so the part of it still
+// inside the sliding period (now−P, now] is prev·(P−e)/P, e = now − start.
+// A request is admitted iff prev·(P−e)/P + cur + n ≤ L, compared exactly as
+// prev·(P−e) + (cur+n)·P ≤ L·P (Policy.Validate keeps L·P below 2^53).
+func slidingWindow(p *Policy, s State, now, n int64) (State, Result) {
+	period, limit := p.periodMicros(), p.Limit
+	if now < s.Time {
+		now = s.Time // time ran backwards: no time has passed
+	}
+	start := now - now%period
+	var cur, prev int64
+	switch s.Time {
+	case start:
+		cur, prev = s.Count, s.Prev
+	case start - period:
+		prev = s.Count
+	}
+	e := now - start
+	res := Result{Limit: limit}
+	if cur+n <= limit && prev*(period-e) <= (limit-cur-n)*period {
+		cur += n
+		res.Allowed = true
+	} else {
+		res.RetryAfter = micros(slidingWindowRetry(period, limit, e, cur, prev, n))
+	}
+	// Remaining: the largest m with prev·(P−e) + (cur+m)·P ≤ L·P.
+	res.Remaining = max(0, limit-cur-ceilDiv(prev*(period-e), period))
+	switch {
+	case cur > 0:
+		res.ResetAfter = micros(start + 2*period - now) // cur leaves the previous window
+	case prev > 0:
+		res.ResetAfter = micros(start + period - now)
+	default:
+		return State{}, res
+	}
+	return State{Time: start, Count: cur, Prev: prev}, res
+}
+
+// slidingWindowRetry solves for the first instant the request is admitted: the
+// previous window's weight decays linearly, so within this window that is the
+// smallest e' with prev·(P−e') ≤ (L−cur−n)·P; failing that, the same question in
+// the next window, where cur has become prev.
+func slidingWindowRetry(period, limit, e, cur, prev, n int64) int64 {
+	if cur+n <= limit && prev > 0 {
+		if at := period - (limit-cur-n)*period/prev; at < period {
+			return at - e
+		}
+	}
+	wait := period - e // until the next window opens
+	if cur == 0 {
+		return wait
+	}
+	return wait + max(0, period-(limit-n)*period/cur)
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -1,0 +1,46 @@
+package sluice
+
+import "context"
+
+// Request asks a store to admit Cost units for Key under Policy.
+type Request struct {
+	Policy *Policy
+	Key    string
+	Cost   int64
+}
+
+// Store holds the per-key state and applies the algorithm math atomically.
+//
+// Stores receive requests through a Limiter, which has validated the policy, the
+// key and the cost (see CheckRequest); a store may assume them valid. Every store
+// must pass the conformance suite in package storetest, which asserts the
+// semantics documented on Result.
+type Store interface {
+	// Decide applies one request and returns its Result.
+	Decide(ctx context.Context, req Request) (Result, error)
+	// DecideAll applies several requests at one instant, all or nothing: either
+	// every request is admitted and consumed, or none is and nothing changes.
+	// It writes results[i] for reqs[i]; len(results) == len(reqs), and no two
+	// requests share a (policy name, key). When the batch
+	// is denied every result has Allowed false and the same RetryAfter, the largest
+	// among the denying requests, after which the whole batch is admitted.
+	DecideAll(ctx context.Context, reqs []Request, results []Result) error
+}
+
+// CheckRequest reports whether a request carries a key and a cost its (already
+// validated) policy can decide: ErrInvalidKey, ErrInvalidCost or ErrExceedsCapacity.
+func CheckRequest(req Request) error {
+	if req.Key == "" {
+		return errInvalidKeyEmpty
+	}
+	if len(req.Key) > MaxKeyLen {
+		return &keyError{req.Key}
+	}
+	if req.Cost < 0 {
+		return &costError{req.Cost}
+	}
+	if req.Cost > req.Policy.capacity() {
+		return &capacityError{policy: req.Policy.Name, cost: req.Cost, capacity: req.Policy.capacity()}
+	}
+	return nil
+}

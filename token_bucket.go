@@ -1,0 +1,28 @@
+package sluice
+
+// Token bucket: a bucket of B tokens refilled at one token per emission interval
+// T. State.Time is the last refill, State.Count the missing credit in
+// microseconds (B·T − credit, so the zero State is a full bucket). A request of n
+// units is admitted iff the bucket holds n tokens after refilling.
+func tokenBucket(p *Policy, s State, now, n int64) (State, Result) {
+	interval := p.emissionInterval()
+	full := p.capacity() * interval
+	missing, last := s.Count, s.Time
+	if now > last {
+		missing = max(0, missing-(now-last))
+		last = now
+	} // else the clock ran backwards: no time has passed
+	res := Result{Limit: p.Limit}
+	if missing+n*interval <= full {
+		missing += n * interval
+		res.Allowed = true
+	} else {
+		res.RetryAfter = micros(missing + n*interval - full)
+	}
+	res.Remaining = (full - missing) / interval
+	if missing == 0 {
+		return State{}, res
+	}
+	res.ResetAfter = micros(missing)
+	return State{Time: last, Count: missing}, res
+}
