@@ -7,7 +7,7 @@ package sluice
 // sees a constant rate.
 func leakyBucket(p *Policy, s State, now, n int64) (State, Result) {
 	st, res, wait := gcraDecide(p, s, now, n)
-	if res.Allowed {
+	if res.Allowed && n > 0 { // a peek admits nothing, so nothing waits
 		res.Delay = micros(wait)
 	}
 	return st, res
