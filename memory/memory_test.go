@@ -14,4 +14,3 @@ func TestConformance(t *testing.T) {
 		return storetest.Harness{Store: s, TTL: s.TTL}
 	})
 }
-

@@ -39,10 +39,10 @@ var vectors = []struct {
 }{
 	{"fixed_window", sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 3, Period: s}, []step{
 		{900 * ms, 2, ok(3, 1, 100*ms)},
-		{950 * ms, 2, deny(3, 1, 50*ms, 50*ms)},    // 2+2 > 3: wait for the window at 1s
-		{999*ms + 999*µs, 1, ok(3, 0, 1*µs)},       // last µs of the window
-		{1 * s, 3, ok(3, 0, 1*s)},                  // new window: 6 units within 100ms
-		{1 * s, 0, ok(3, 0, 1*s)},                  // peek
+		{950 * ms, 2, deny(3, 1, 50*ms, 50*ms)}, // 2+2 > 3: wait for the window at 1s
+		{999*ms + 999*µs, 1, ok(3, 0, 1*µs)},    // last µs of the window
+		{1 * s, 3, ok(3, 0, 1*s)},               // new window: 6 units within 100ms
+		{1 * s, 0, ok(3, 0, 1*s)},               // peek
 		{1*s + 500*ms, 1, deny(3, 0, 500*ms, 500*ms)},
 	}},
 	{"sliding_log", sluice.Policy{Name: "sl", Algorithm: sluice.SlidingLog, Limit: 3, Period: s}, []step{
@@ -51,7 +51,7 @@ var vectors = []struct {
 		{500 * ms, 1, deny(3, 0, 500*ms, 700*ms)}, // the entry at 0 leaves at 1s
 		{1 * s, 2, deny(3, 1, 200*ms, 200*ms)},    // 0 left; 2+2 > 3 until the entry at 0.2s leaves
 		{1 * s, 1, ok(3, 0, 1*s)},
-		{1*s + 200*ms, 2, ok(3, 0, 1*s)},          // the two from 0.2s left at 1.2s
+		{1*s + 200*ms, 2, ok(3, 0, 1*s)}, // the two from 0.2s left at 1.2s
 	}},
 	{"sliding_window", sluice.Policy{Name: "sw", Algorithm: sluice.SlidingWindow, Limit: 10, Period: s}, []step{
 		{500 * ms, 6, ok(10, 4, 1500*ms)},
@@ -59,7 +59,7 @@ var vectors = []struct {
 		{1250 * ms, 5, ok(10, 0, 1750*ms)},
 		// 6·(P−e) ≤ (10−5−1)·P ⇔ e ≥ P − floor(4e6/6) = 333334µs
 		{1250 * ms, 1, deny(10, 0, 83334*µs, 1750*ms)},
-		{1333*ms + 333*µs, 1, deny(10, 0, 1*µs, 1666*ms + 667*µs)},
+		{1333*ms + 333*µs, 1, deny(10, 0, 1*µs, 1666*ms+667*µs)},
 		{1333*ms + 334*µs, 1, ok(10, 0, 1666*ms+666*µs)},
 	}},
 	{"sliding_window_rolls_over", sluice.Policy{Name: "sw2", Algorithm: sluice.SlidingWindow, Limit: 4, Period: s}, []step{
