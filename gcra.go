@@ -24,7 +24,8 @@ func gcraDecide(p *Policy, s State, now, n int64) (State, Result, int64) {
 	} else {
 		res.RetryAfter = micros(wait + n*interval - tolerance)
 	}
-	res.Remaining = (tolerance - (tat - now)) / interval
+	// max: a clock far behind the stored TAT must not report negative room.
+	res.Remaining = max(0, (tolerance-(tat-now))/interval)
 	if tat <= now {
 		return State{}, res, wait
 	}

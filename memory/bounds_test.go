@@ -1,0 +1,141 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+func mustLimiter(t testing.TB, s sluice.Store, p sluice.Policy) *sluice.Limiter {
+	t.Helper()
+	l, err := sluice.New(s, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// A key-rotation attack cannot grow the store past WithMaxKeys.
+func TestMaxKeysBoundsKeyRotation(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(5000))
+	l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Hour})
+	ctx := context.Background()
+	for i := range 200_000 {
+		if _, err := l.Allow(ctx, fmt.Sprintf("attacker-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if i%10_000 == 0 && s.Len() > 5000 {
+			t.Fatalf("after %d keys the store holds %d > 5000", i, s.Len())
+		}
+	}
+	if n := s.Len(); n > 5000 || n < 4000 {
+		t.Fatalf("store holds %d keys, want at most 5000 and close to it", n)
+	}
+}
+
+// When full, the store evicts the keys closest to their reset: forgetting those
+// admits the least extra traffic.
+func TestEvictsKeysClosestToReset(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(64)) // one shard of 64
+	l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 100, Period: time.Hour, Burst: 100})
+	ctx := context.Background()
+	for i := range 64 {
+		cost := int64(1) // light: resets in 36s
+		if i%2 == 0 {
+			cost = 100 // heavy: resets in an hour
+		}
+		if r, _ := l.AllowN(ctx, fmt.Sprint("k", i), cost); !r.Allowed {
+			t.Fatalf("key %d denied", i)
+		}
+	}
+	for i := range 16 {
+		l.Allow(ctx, fmt.Sprint("new", i))
+	}
+	if s.Len() != 64 {
+		t.Fatalf("store holds %d keys, want 64", s.Len())
+	}
+	heavy := 0
+	for i := 0; i < 64; i += 2 {
+		if _, ok := s.TTL("p", fmt.Sprint("k", i)); ok {
+			heavy++
+		}
+	}
+	if heavy < 28 {
+		t.Fatalf("only %d of 32 heavy keys survived 16 evictions; the light ones should go first", heavy)
+	}
+}
+
+// Keys whose state is back to initial are forgotten: at once when touched, and
+// by the sweep that each new key performs otherwise.
+func TestIdleKeysAreDropped(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	s := memory.New(memory.WithClock(clock))
+	l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Second})
+	ctx := context.Background()
+	for i := range 1000 {
+		l.Allow(ctx, fmt.Sprint("old", i))
+	}
+	clock.Advance(time.Second)
+	l.AllowN(ctx, "old0", 0) // a peek after the reset forgets the key at once
+	if _, ok := s.TTL("p", "old0"); ok || s.Len() != 999 {
+		t.Fatalf("after a peek on an expired key: held=%v, Len %d, want forgotten and 999", ok, s.Len())
+	}
+	for i := range 1000 {
+		l.Allow(ctx, fmt.Sprint("new", i))
+	}
+	if n := s.Len(); n > 1400 {
+		t.Fatalf("Len %d after 1000 expired and 1000 new keys: the sweep is not reclaiming", n)
+	}
+	for i := range 2000 {
+		l.Allow(ctx, fmt.Sprint("newer", i))
+	}
+	if n := s.Len(); n > 3000+10 {
+		t.Fatalf("Len %d: expired keys still held", n)
+	}
+}
+
+// A decision on an existing key allocates nothing, for every algorithm.
+func TestZeroAllocsOnExistingKey(t *testing.T) {
+	for _, a := range sluice.Algorithms {
+		t.Run(string(a), func(t *testing.T) {
+			clock := storetest.NewClock(storetest.Epoch)
+			s := memory.New(memory.WithClock(clock))
+			l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: a, Limit: 100, Period: time.Second})
+			ctx := context.Background()
+			step := func() {
+				clock.Advance(7 * time.Millisecond) // keeps the log's ring in steady state
+				if _, err := l.Allow(ctx, "hot"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range 1000 {
+				step()
+			}
+			if allocs := testing.AllocsPerRun(1000, step); allocs != 0 {
+				t.Fatalf("%v allocations per decision, want 0", allocs)
+			}
+		})
+	}
+}
+
+// The default clock is the system's: decisions use real time.
+func TestDefaultClock(t *testing.T) {
+	s := memory.New()
+	l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Hour})
+	r, err := l.Allow(context.Background(), "k")
+	if err != nil || !r.Allowed {
+		t.Fatalf("%+v %v", r, err)
+	}
+	// The window is aligned to the epoch: ResetAfter is the time to the next hour.
+	want := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour))
+	if d := r.ResetAfter - want; d < -time.Second || d > time.Second {
+		t.Fatalf("ResetAfter %v, want about %v", r.ResetAfter, want)
+	}
+}

@@ -1,0 +1,97 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
+)
+
+func TestParseAlgorithm(t *testing.T) {
+	for _, a := range sluice.Algorithms {
+		got, err := sluice.ParseAlgorithm(string(a))
+		if err != nil || got != a {
+			t.Errorf("ParseAlgorithm(%q) = %q, %v", a, got, err)
+		}
+	}
+	for _, bad := range []string{"", "GCRA", "token-bucket", "lottery"} {
+		if _, err := sluice.ParseAlgorithm(bad); err == nil {
+			t.Errorf("ParseAlgorithm(%q) accepted", bad)
+		}
+	}
+}
+
+func TestValidateAcceptsDefaults(t *testing.T) {
+	for _, a := range sluice.Algorithms {
+		p := sluice.Policy{Name: "api/v1:read-all_x.y", Algorithm: a, Limit: 100, Period: time.Minute}
+		if err := p.Validate(); err != nil {
+			t.Errorf("%s: %v", a, err)
+		}
+	}
+	p := sluice.Policy{Name: "b", Algorithm: sluice.GCRA, Limit: 1_000_000, Period: 24 * time.Hour, Burst: 5000}
+	if err := p.Validate(); err != nil {
+		t.Errorf("a million a day with gcra: %v", err)
+	}
+}
+
+// Time that runs backwards inside a decision is treated as no time passing: a
+// step back never refills a bucket or reopens a window.
+func TestTimeRunningBackwardsRefillsNothing(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC).UnixMicro()
+	for _, a := range sluice.Algorithms {
+		p := sluice.Policy{Name: "p", Algorithm: a, Limit: 5, Period: time.Minute}
+		var st sluice.State
+		var res sluice.Result
+		for range 5 {
+			st, res = sluice.Decide(&p, st, now, 1)
+		}
+		for _, back := range []time.Duration{time.Microsecond, time.Second, time.Hour} {
+			_, res = sluice.Decide(&p, st, now-back.Microseconds(), 1)
+			if res.Allowed || res.Remaining != 0 {
+				t.Errorf("%s: %v back in time: %+v, want still exhausted", a, back, res)
+			}
+		}
+	}
+}
+
+func TestSystemClockIsAnchoredAndMonotonic(t *testing.T) {
+	c := sluice.SystemClock()
+	prev := c.Now()
+	if d := time.Since(prev); d < 0 || d > time.Second {
+		t.Fatalf("SystemClock is %v away from time.Now", d)
+	}
+	for range 1000 {
+		now := c.Now()
+		if now.UnixMicro() < prev.UnixMicro() {
+			t.Fatalf("SystemClock went backwards: %v after %v", now, prev)
+		}
+		prev = now
+	}
+}
+
+func TestLimiterErrors(t *testing.T) {
+	ctx := context.Background()
+	p := sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 5, Period: time.Second}
+	if _, err := sluice.New(nil, p); err == nil {
+		t.Error("New(nil store) accepted")
+	}
+	a, _ := sluice.New(memory.New(), p)
+	b, _ := sluice.New(memory.New(), p)
+	if _, err := sluice.AllowAll(ctx, sluice.Check{Limiter: a, Key: "k", Cost: 1}, sluice.Check{Limiter: b, Key: "k", Cost: 1}); !errors.Is(err, sluice.ErrStoreMismatch) {
+		t.Errorf("limiters on two stores: %v, want ErrStoreMismatch", err)
+	}
+	if _, err := sluice.AllowAll(ctx, sluice.Check{Limiter: a, Key: "k", Cost: 1}, sluice.Check{Limiter: a, Key: "k", Cost: 2}); !errors.Is(err, sluice.ErrDuplicateCheck) {
+		t.Errorf("the same key twice: %v, want ErrDuplicateCheck", err)
+	}
+	if rs, err := sluice.AllowAll(ctx); rs != nil || err != nil {
+		t.Errorf("AllowAll() = %v, %v; want nothing", rs, err)
+	}
+	var pe *sluice.PolicyError
+	_, err := sluice.New(memory.New(), sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Period: time.Second})
+	if !errors.As(err, &pe) || pe.Field != "Limit" || pe.Policy != "p" {
+		t.Errorf("Limit 0: %v, want a PolicyError naming Limit of p", err)
+	}
+}
