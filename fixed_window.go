@@ -1,7 +1,7 @@
 package sluice
 
-// Fixed window: State.Time is the start of the counted window, State.Count the
-// units admitted in it. Windows are [k·P, (k+1)·P). A request is admitted iff
+// Fixed window: State.Time is the instant of the last admission, State.Count
+// the units admitted in its window. Windows are [k·P, (k+1)·P). A request is admitted iff
 // count + n ≤ L; when denied, the same request passes as soon as the next window
 // opens. At most L pass per window, but 2L can pass within one period that
 // straddles a boundary.
@@ -12,7 +12,7 @@ func fixedWindow(p *Policy, s State, now, n int64) (State, Result) {
 	}
 	start := now - now%period
 	var count int64
-	if s.Time == start {
+	if s.Time >= start {
 		count = s.Count
 	}
 	res := Result{Limit: limit}
@@ -27,5 +27,8 @@ func fixedWindow(p *Policy, s State, now, n int64) (State, Result) {
 		return State{}, res
 	}
 	res.ResetAfter = micros(start + period - now)
-	return State{Time: start, Count: count}, res
+	if res.Allowed && n > 0 {
+		return State{Time: now, Count: count}, res
+	}
+	return s, res // a peek or a denial changes nothing
 }

@@ -15,7 +15,11 @@ func gcra(p *Policy, s State, now, n int64) (State, Result) {
 func gcraDecide(p *Policy, s State, now, n int64) (State, Result, int64) {
 	interval := p.emissionInterval()
 	tolerance := p.capacity() * interval
-	tat := max(s.Time, now) // a clock that ran backwards passes no time: TAT stays
+	// After any admission TAT ≤ then + B·T, so a now before TAT − B·T means the
+	// clock ran backwards: take the earliest instant the state allows, as if no
+	// time had passed.
+	now = max(now, s.Time-tolerance)
+	tat := max(s.Time, now)
 	wait := tat - now
 	res := Result{Limit: p.Limit}
 	if wait+n*interval <= tolerance {
@@ -24,8 +28,7 @@ func gcraDecide(p *Policy, s State, now, n int64) (State, Result, int64) {
 	} else {
 		res.RetryAfter = micros(wait + n*interval - tolerance)
 	}
-	// max: a clock far behind the stored TAT must not report negative room.
-	res.Remaining = max(0, (tolerance-(tat-now))/interval)
+	res.Remaining = (tolerance - (tat - now)) / interval
 	if tat <= now {
 		return State{}, res, wait
 	}

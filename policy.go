@@ -28,8 +28,11 @@ const (
 	// MaxKeyLen is the longest key, in bytes.
 	MaxKeyLen = 1024
 	// maxExact bounds every quantity the math multiplies out: Redis runs the same
-	// math in Lua, whose numbers are doubles and exact only below 2^53.
+	// math in Lua, whose numbers are doubles and exact only up to 2^53.
 	maxExact = 1 << 53
+	// maxSpan bounds periods and bucket spans (about 142 years), so that now plus
+	// a span or two stays below maxExact for the next century.
+	maxSpan = 1 << 52
 )
 
 // Validate reports the first invalid field as a *PolicyError (which wraps
@@ -54,8 +57,8 @@ func (p *Policy) Validate() error {
 		return bad("Period", "must be a whole number of microseconds, got %v", p.Period)
 	}
 	period := p.periodMicros()
-	if period >= maxExact {
-		return bad("Period", "must be shorter than 2^53µs (about 285 years), got %v", p.Period)
+	if period > maxSpan {
+		return bad("Period", "must be at most 2^52µs (about 142 years), got %v", p.Period)
 	}
 	if p.Burst < 0 {
 		return bad("Burst", "must not be negative, got %d", p.Burst)
@@ -66,9 +69,9 @@ func (p *Policy) Validate() error {
 	switch {
 	case p.Algorithm == SlidingWindow && p.Limit > maxExact/period:
 		// The decision compares prev·(P−e) with (L−cur−n)·P.
-		return bad("Limit", "sliding_window needs Limit × Period (in µs) below 2^53; %d per %v is too large: use a shorter period or gcra", p.Limit, p.Period)
-	case p.Algorithm.isBucket() && p.capacity() > maxExact/p.emissionInterval():
-		return bad("Burst", "the bucket (Burst × Period/Limit) must be shorter than 2^53µs, got Burst %d", p.capacity())
+		return bad("Limit", "sliding_window needs Limit × Period (in µs) of at most 2^53; %d per %v is too large: use a shorter period or gcra", p.Limit, p.Period)
+	case p.Algorithm.isBucket() && p.capacity() > maxSpan/p.emissionInterval():
+		return bad("Burst", "the bucket's span (Burst × Period/Limit) must be at most 2^52µs (about 142 years), got Burst %d", p.capacity())
 	case p.Limit >= maxExact:
 		return bad("Limit", "must be below 2^53, got %d", p.Limit)
 	}

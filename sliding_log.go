@@ -17,6 +17,11 @@ func slidingLog(p *Policy, s State, now, n int64) (State, Result) {
 	res := Result{Limit: limit}
 	if sum+n <= limit {
 		if n > 0 {
+			if s.Log.full() {
+				// The slot dropOldest freed still holds s's oldest entry, and s
+				// must survive until the store commits: write elsewhere.
+				log = log.grow()
+			}
 			log = log.push(LogEntry{Time: now, Cost: n})
 			sum += n
 		}
@@ -78,14 +83,21 @@ func (l Log) dropOldest() Log {
 	return l
 }
 
+func (l Log) full() bool { return l.n == len(l.buf) }
+
+// grow copies the entries into a new buffer of twice the size.
+func (l Log) grow() Log {
+	grown := make([]LogEntry, max(4, 2*len(l.buf)))
+	for i := 0; i < l.n; i++ {
+		grown[i] = l.at(i)
+	}
+	return Log{buf: grown, n: l.n}
+}
+
 // push appends e, growing into a new buffer when the ring is full.
 func (l Log) push(e LogEntry) Log {
-	if l.n == len(l.buf) {
-		grown := make([]LogEntry, max(4, 2*len(l.buf)))
-		for i := 0; i < l.n; i++ {
-			grown[i] = l.at(i)
-		}
-		l = Log{buf: grown, n: l.n}
+	if l.full() {
+		l = l.grow()
 	}
 	l.buf[(l.head+l.n)&(len(l.buf)-1)] = e
 	l.n++

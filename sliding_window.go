@@ -1,7 +1,8 @@
 package sluice
 
-// Sliding window counter: State.Time is the start of the current window,
-// State.Count its units (cur), State.Prev the previous window's (prev). The
+// Sliding window counter: State.Time is the instant of the last admission,
+// State.Count the units of its window (cur), State.Prev those of the window
+// before (prev). The
 // previous window is assumed to have been spread evenly, so the part of it still
 // inside the sliding period (now−P, now] is prev·(P−e)/P, e = now − start.
 // A request is admitted iff prev·(P−e)/P + cur + n ≤ L, compared exactly as
@@ -13,7 +14,7 @@ func slidingWindow(p *Policy, s State, now, n int64) (State, Result) {
 	}
 	start := now - now%period
 	var cur, prev int64
-	switch s.Time {
+	switch s.Time - s.Time%period {
 	case start:
 		cur, prev = s.Count, s.Prev
 	case start - period:
@@ -37,7 +38,10 @@ func slidingWindow(p *Policy, s State, now, n int64) (State, Result) {
 	default:
 		return State{}, res
 	}
-	return State{Time: start, Count: cur, Prev: prev}, res
+	if res.Allowed && n > 0 {
+		return State{Time: now, Count: cur, Prev: prev}, res
+	}
+	return s, res // a peek or a denial changes nothing
 }
 
 // slidingWindowRetry solves for the first instant the request is admitted: the

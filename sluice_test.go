@@ -49,9 +49,12 @@ func TestTimeRunningBackwardsRefillsNothing(t *testing.T) {
 			st, res = sluice.Decide(&p, st, now, 1)
 		}
 		for _, back := range []time.Duration{time.Microsecond, time.Second, time.Hour} {
-			_, res = sluice.Decide(&p, st, now-back.Microseconds(), 1)
-			if res.Allowed || res.Remaining != 0 {
+			then := now - back.Microseconds()
+			if _, res = sluice.Decide(&p, st, then, 1); res.Allowed || res.Remaining != 0 || res.RetryAfter <= 0 {
 				t.Errorf("%s: %v back in time: %+v, want still exhausted", a, back, res)
+			}
+			if _, res = sluice.Decide(&p, st, then, 0); !res.Allowed || res.Remaining != 0 {
+				t.Errorf("%s: peek %v back in time: %+v, want allowed with nothing remaining", a, back, res)
 			}
 		}
 	}

@@ -115,6 +115,30 @@ func testAllOrNothing(t *testing.T, open Opener) {
 		if after := e.allow(user, "alice", 0); after != userBefore {
 			t.Fatalf("denied batch consumed from the user limit: before %+v after %+v", userBefore, after)
 		}
+		// Whatever shape the user's state is in (a log's ring wrapping, windows
+		// rolling), a batch denied by the other limit leaves it untouched.
+		closed := e.limiter(sluice.Policy{Name: "closed", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Hour})
+		e.allow(closed, "all", 1)
+		small := e.limiter(sluice.Policy{Name: "small", Algorithm: a, Limit: 4, Period: time.Second})
+		// "twin" gets the same requests as "bob" but never the batches (a peek
+		// on bob before the batch could tidy its state and hide damage).
+		for i := range 24 {
+			for range 4 {
+				e.allow(small, "bob", 1)
+				e.allow(small, "twin", 1)
+			}
+			e.clock.Advance(time.Duration(i%4+2) * time.Second / 4)
+			res, err := sluice.AllowAll(e.ctx,
+				sluice.Check{Limiter: small, Key: "bob", Cost: 1},
+				sluice.Check{Limiter: closed, Key: "all", Cost: 1})
+			if err != nil || res[0].Allowed {
+				t.Fatalf("round %d: batch against an exhausted limit: %+v, %v", i, res, err)
+			}
+			if bob, twin := e.allow(small, "bob", 0), e.allow(small, "twin", 0); bob != twin {
+				t.Fatalf("round %d: a denied batch changed the state: %+v, untouched twin %+v", i, bob, twin)
+			}
+		}
+
 		// Both deny: the batch waits for the later of the two.
 		e.at(time.Second)
 		for range 2 {
