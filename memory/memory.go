@@ -73,7 +73,7 @@ func New(opts ...Option) *Store {
 		s.now = func() int64 { return clock.Now().UnixMicro() }
 	}
 	for i := range s.shards {
-		s.shards[i].index = make(map[entryKey]int32)
+		s.shards[i].index = make(map[uint64]int32)
 	}
 	return s
 }
@@ -90,15 +90,16 @@ func monotonicMicros() func() int64 {
 func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
 	now := s.now()
 	id := entryKey{policy: req.Policy.Name, key: req.Key}
-	sh := &s.shards[s.shardOf(id)]
+	h := s.hash(id)
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	i, found := sh.index[id]
+	i, found := sh.find(h, id)
 	var st sluice.State
 	if found && sh.entries[i].alg == req.Policy.Algorithm {
 		st = sh.entries[i].state
 	}
 	next, res := sluice.Decide(req.Policy, st, now, req.Cost)
-	sh.put(id, found, i, req.Policy.Algorithm, next, now, res, s.perShard)
+	sh.put(h, id, found, i, req.Policy.Algorithm, next, now, res, s.perShard)
 	sh.mu.Unlock()
 	return res, nil
 }
@@ -109,13 +110,15 @@ func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, er
 func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sluice.Result) error {
 	now := s.now()
 	ids := make([]entryKey, len(reqs))
+	hashes := make([]uint64, len(reqs))
 	shardIdx := make([]int, len(reqs))
 	states := make([]sluice.State, 2*len(reqs))
 	old, next := states[:len(reqs)], states[len(reqs):]
 	locked := make([]int, 0, len(reqs))
 	for i, r := range reqs {
 		ids[i] = entryKey{policy: r.Policy.Name, key: r.Key}
-		shardIdx[i] = s.shardOf(ids[i])
+		hashes[i] = s.hash(ids[i])
+		shardIdx[i] = int(hashes[i] & s.mask)
 		locked = insertSorted(locked, shardIdx[i])
 	}
 	for _, k := range locked {
@@ -131,7 +134,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	var retry time.Duration
 	for i, r := range reqs {
 		sh := &s.shards[shardIdx[i]]
-		if j, ok := sh.index[ids[i]]; ok && sh.entries[j].alg == r.Policy.Algorithm {
+		if j, ok := sh.find(hashes[i], ids[i]); ok && sh.entries[j].alg == r.Policy.Algorithm {
 			old[i] = sh.entries[j].state
 		}
 		next[i], results[i] = sluice.Decide(r.Policy, old[i], now, r.Cost)
@@ -152,8 +155,8 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	}
 	for i, r := range reqs {
 		sh := &s.shards[shardIdx[i]]
-		j, found := sh.index[ids[i]]
-		sh.put(ids[i], found, j, r.Policy.Algorithm, next[i], now, results[i], s.perShard)
+		j, found := sh.find(hashes[i], ids[i])
+		sh.put(hashes[i], ids[i], found, j, r.Policy.Algorithm, next[i], now, results[i], s.perShard)
 	}
 	return nil
 }
@@ -175,23 +178,27 @@ func (s *Store) Len() int {
 func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 	now := s.now()
 	id := entryKey{policy: policy, key: key}
-	sh := &s.shards[s.shardOf(id)]
+	h := s.hash(id)
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i, ok := sh.index[id]
+	i, ok := sh.find(h, id)
 	if !ok || sh.entries[i].expires <= now {
 		return 0, false
 	}
 	return time.Duration(sh.entries[i].expires-now) * time.Microsecond, true
 }
 
-func (s *Store) shardOf(id entryKey) int {
+// hash is computed once per decision: its low bits pick the shard, and the
+// shard indexes entries by it. The seed is random per store, so nobody can pick
+// keys that collide.
+func (s *Store) hash(id entryKey) uint64 {
 	var h maphash.Hash
 	h.SetSeed(s.seed)
 	h.WriteString(id.policy)
 	h.WriteByte(0)
 	h.WriteString(id.key)
-	return int(h.Sum64() & s.mask)
+	return h.Sum64()
 }
 
 func insertSorted(xs []int, x int) []int {

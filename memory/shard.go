@@ -7,10 +7,13 @@ import (
 )
 
 // shard is one lock stripe: a dense slice of entries and an index into it. The
-// dense slice makes sweeping and sampling for eviction cheap.
+// dense slice makes sweeping and sampling for eviction cheap. The index is keyed
+// by the entry's 64-bit hash, which is cheaper than hashing two strings again;
+// the rare key whose hash is already taken by another lives in spill.
 type shard struct {
 	mu      sync.Mutex
-	index   map[entryKey]int32
+	index   map[uint64]int32
+	spill   map[entryKey]int32 // nil until a collision happens
 	entries []entry
 	hand    int      // where the next sweep or eviction sample starts
 	_       [64]byte // keep neighbouring shards' mutexes off one cache line
@@ -20,6 +23,8 @@ type entryKey struct{ policy, key string }
 
 type entry struct {
 	id      entryKey
+	hash    uint64
+	spilled bool // indexed in spill, not index
 	alg     sluice.Algorithm
 	expires int64 // microseconds; the state is initial from then on
 	state   sluice.State
@@ -34,7 +39,28 @@ const evictSample = 8
 
 // put stores the state a decision produced. An initial state (ResetAfter 0) is
 // not kept.
-func (sh *shard) put(id entryKey, found bool, i int32, alg sluice.Algorithm, st sluice.State, now int64, res sluice.Result, limit int) {
+// find returns the position of id's entry.
+func (sh *shard) find(h uint64, id entryKey) (int32, bool) {
+	i, ok := sh.index[h]
+	if ok && sh.entries[i].id == id {
+		return i, true
+	}
+	if sh.spill == nil {
+		return 0, false
+	}
+	i, ok = sh.spill[id]
+	return i, ok
+}
+
+func (sh *shard) setIndex(e *entry, i int32) {
+	if e.spilled {
+		sh.spill[e.id] = i
+	} else {
+		sh.index[e.hash] = i
+	}
+}
+
+func (sh *shard) put(h uint64, id entryKey, found bool, i int32, alg sluice.Algorithm, st sluice.State, now int64, res sluice.Result, limit int) {
 	if res.ResetAfter == 0 {
 		if found {
 			sh.remove(int(i))
@@ -52,8 +78,15 @@ func (sh *shard) put(id entryKey, found bool, i int32, alg sluice.Algorithm, st 
 		sh.evict()
 	}
 	id.key = cloneKey(id.key)
-	sh.index[id] = int32(len(sh.entries))
-	sh.entries = append(sh.entries, entry{id: id, alg: alg, expires: expires, state: st})
+	e := entry{id: id, hash: h, alg: alg, expires: expires, state: st}
+	if _, taken := sh.index[h]; taken {
+		e.spilled = true
+		if sh.spill == nil {
+			sh.spill = make(map[entryKey]int32)
+		}
+	}
+	sh.entries = append(sh.entries, e)
+	sh.setIndex(&sh.entries[len(sh.entries)-1], int32(len(sh.entries)-1))
 }
 
 // sweep checks up to n entries from the hand and forgets the expired ones.
@@ -91,10 +124,14 @@ func (sh *shard) evict() {
 // remove deletes entry i by moving the last entry into its place.
 func (sh *shard) remove(i int) {
 	last := len(sh.entries) - 1
-	delete(sh.index, sh.entries[i].id)
+	if e := &sh.entries[i]; e.spilled {
+		delete(sh.spill, e.id)
+	} else {
+		delete(sh.index, e.hash)
+	}
 	if i != last {
 		sh.entries[i] = sh.entries[last]
-		sh.index[sh.entries[i].id] = int32(i)
+		sh.setIndex(&sh.entries[i], int32(i))
 	}
 	sh.entries[last] = entry{} // drop references for the GC
 	sh.entries = sh.entries[:last]

@@ -1,0 +1,138 @@
+package memory_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
+)
+
+// Benchmarks: AllowN on the memory store for one hot key, 10,000 and 1,000,000
+// keys, on one goroutine and under RunParallel, for every algorithm; and in the
+// same run the usual hand-rolled peer, a map of x/time/rate limiters behind a
+// mutex. Both read the real clock. Every key exists before timing starts.
+//
+//	go test -run '^$' -bench . -benchmem -count 5 ./memory/ | tee bench.txt
+//	benchstat bench.txt
+
+var keySets = []struct {
+	name string
+	n    int
+}{{"hot", 1}, {"10k", 10_000}, {"1M", 1_000_000}}
+
+var benchKeys = func() []string {
+	keys := make([]string, 1_000_000)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	return keys
+}()
+
+// The limit is generous so most decisions admit, as in production.
+const benchLimit, benchPeriod = 1_000_000, time.Second
+
+func BenchmarkAllowN(b *testing.B) {
+	for _, a := range sluice.Algorithms {
+		for _, ks := range keySets {
+			b.Run(string(a)+"/"+ks.name, func(b *testing.B) {
+				s := memory.New(memory.WithMaxKeys(2 * ks.n))
+				l, err := sluice.New(s, sluice.Policy{Name: "bench", Algorithm: a, Limit: benchLimit, Period: benchPeriod})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				keys := benchKeys[:ks.n]
+				for _, k := range keys {
+					l.AllowN(ctx, k, 1)
+				}
+				b.Run("serial", func(b *testing.B) {
+					b.ReportAllocs()
+					i := 0
+					for b.Loop() {
+						if _, err := l.AllowN(ctx, keys[i], 1); err != nil {
+							b.Fatal(err)
+						}
+						if i++; i == len(keys) {
+							i = 0
+						}
+					}
+				})
+				b.Run("parallel", func(b *testing.B) {
+					b.ReportAllocs()
+					var seed atomic.Uint64
+					b.RunParallel(func(pb *testing.PB) {
+						x := seed.Add(0x9e3779b97f4a7c15) | 1
+						for pb.Next() {
+							x ^= x << 13
+							x ^= x >> 7
+							x ^= x << 17
+							if _, err := l.AllowN(ctx, keys[x%uint64(len(keys))], 1); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				})
+			})
+		}
+	}
+}
+
+// rateMap is the peer: what many services write by hand.
+type rateMap struct {
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+func (r *rateMap) allow(key string) bool {
+	r.mu.Lock()
+	l, ok := r.m[key]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(float64(benchLimit)/benchPeriod.Seconds()), benchLimit)
+		r.m[key] = l
+	}
+	r.mu.Unlock()
+	return l.Allow()
+}
+
+func BenchmarkPeerXTimeRateMap(b *testing.B) {
+	for _, ks := range keySets {
+		b.Run(ks.name, func(b *testing.B) {
+			r := &rateMap{m: make(map[string]*rate.Limiter)}
+			keys := benchKeys[:ks.n]
+			for _, k := range keys {
+				r.allow(k)
+			}
+			b.Run("serial", func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					r.allow(keys[i])
+					if i++; i == len(keys) {
+						i = 0
+					}
+				}
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.ReportAllocs()
+				var seed atomic.Uint64
+				b.RunParallel(func(pb *testing.PB) {
+					x := seed.Add(0x9e3779b97f4a7c15) | 1
+					for pb.Next() {
+						x ^= x << 13
+						x ^= x >> 7
+						x ^= x << 17
+						r.allow(keys[x%uint64(len(keys))])
+					}
+				})
+			})
+		})
+	}
+}

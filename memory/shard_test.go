@@ -1,0 +1,62 @@
+package memory
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Keys whose 64-bit hashes collide are kept apart through the spill map, and
+// removing either one (in any order, with entries moving around) keeps the
+// other findable.
+func TestShardHashCollisions(t *testing.T) {
+	for _, removeFirst := range []bool{true, false} {
+		sh := &shard{index: make(map[uint64]int32)}
+		res := sluice.Result{ResetAfter: 1000}
+		const h = 42
+		ids := make([]entryKey, 5)
+		for i := range ids {
+			ids[i] = entryKey{policy: "p", key: fmt.Sprint("k", i)}
+			hash := uint64(h)
+			if i >= 3 {
+				hash = uint64(100 + i) // bystanders with their own hashes
+			}
+			sh.put(hash, ids[i], false, 0, sluice.GCRA, sluice.State{Time: int64(i + 1)}, 0, res, 100)
+		}
+		find := func(i int) (sluice.State, bool) {
+			hash := uint64(h)
+			if i >= 3 {
+				hash = uint64(100 + i)
+			}
+			j, ok := sh.find(hash, ids[i])
+			if !ok {
+				return sluice.State{}, false
+			}
+			return sh.entries[j].state, true
+		}
+		for i := range ids {
+			if st, ok := find(i); !ok || st.Time != int64(i+1) {
+				t.Fatalf("key %d: found=%v state %+v", i, ok, st)
+			}
+		}
+		victim := 1 // spilled
+		if removeFirst {
+			victim = 0 // the one in the main index
+		}
+		j, _ := sh.find(h, ids[victim])
+		sh.remove(int(j))
+		for i := range ids {
+			st, ok := find(i)
+			if i == victim {
+				if ok {
+					t.Fatalf("removed key %d still found", i)
+				}
+				continue
+			}
+			if !ok || st.Time != int64(i+1) {
+				t.Fatalf("after removing %d: key %d found=%v state %+v", victim, i, ok, st)
+			}
+		}
+	}
+}
