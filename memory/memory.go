@@ -18,7 +18,7 @@ import (
 )
 
 // DefaultMaxKeys is the number of keys a Store holds unless WithMaxKeys says
-// otherwise: about 270 MB with short keys (an entry is about 260 bytes).
+// otherwise: about 200 MB with short keys (see docs/algorithms.md).
 const DefaultMaxKeys = 1 << 20
 
 const maxShards = 64
