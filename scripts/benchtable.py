@@ -1,0 +1,26 @@
+#!/usr/bin/env python3
+"""Turns `go test -bench . -count N ./memory/` output into the markdown table of
+docs/benchmarks.md: medians per benchmark, and each Sluice figure as a ratio to
+the x/time/rate map peer measured in the same run."""
+import collections, re, statistics, sys
+
+ALGS = ["fixed_window", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra"]
+runs, allocs = collections.defaultdict(list), {}
+for line in open(sys.argv[1]):
+    m = re.match(r"Benchmark(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+(\d+) B/op\s+(\d+) allocs/op", line)
+    if m:
+        runs[m[1]].append(float(m[2]))
+        allocs[m[1]] = int(m[4])
+med = {k: statistics.median(v) for k, v in runs.items()}
+print("| keys | goroutines | x/time/rate map (peer) | " + " | ".join(ALGS) + " |")
+print("|---|---|---|" + "---|" * len(ALGS))
+for keys in ["hot", "10k", "1M"]:
+    for mode in ["serial", "parallel"]:
+        peer = med.get(f"PeerXTimeRateMap/{keys}/{mode}")
+        if peer is None:
+            continue
+        row = [keys, "1" if mode == "serial" else "RunParallel (2)", f"{peer:.0f} ns"]
+        for a in ALGS:
+            k = f"AllowN/{a}/{keys}/{mode}"
+            row.append(f"{med[k]:.0f} ns ({med[k] / peer:.2f}×), {allocs[k]} allocs" if k in med else "–")
+        print("| " + " | ".join(row) + " |")
