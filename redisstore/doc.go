@@ -1,0 +1,102 @@
+// Package redisstore is Sluice's Redis store: the state of every (policy, key)
+// lives in Redis or Redis Cluster, shared by every process that uses it, and
+// each decision is one Lua script run atomically by the server — one round
+// trip, EVALSHA with a transparent fall-back to EVAL when the server has lost
+// its script cache (a restart, a fail-over, SCRIPT FLUSH).
+//
+//	store, err := redisstore.Open("redis://localhost:6379")
+//	...
+//	defer store.Close()
+//	lim, err := sluice.New(store, sluice.Policy{Name: "api", Algorithm: sluice.GCRA, Limit: 100, Period: time.Minute})
+//
+// Open takes a URL (one server, TLS, a Unix socket, a Cluster, Sentinel) and
+// builds a rueidis client; New takes a rueidis.Client the caller already has;
+// package redisstore/goredis runs the same scripts on a go-redis client.
+//
+// The scripts compute exactly what sluice.Decide computes, with the same
+// integer formulas: Lua's numbers are doubles, exact for the integers below
+// 2^53 that sluice.Policy.Validate guarantees, and every division is the
+// truncated integer division Go does.
+//
+// # Time
+//
+// By default a script reads the server's TIME, in microseconds: the clocks of
+// the clients never matter, so no two clients can disagree on which window a
+// request falls into. WithClock passes the client's time instead (tests use
+// it to control time); then the clients' clocks must agree. A time earlier
+// than the stored state, after a fail-over to a replica whose clock is behind
+// for example, counts as no time passing, as in sluice.Decide.
+//
+// # Keys
+//
+// One Redis key holds the state of one (policy, key):
+//
+//	PREFIX{POLICY:KEY}:ALG    e.g.  sluice:{api:alice}:gc
+//
+// PREFIX is "sluice:" unless WithPrefix says otherwise. The braces make
+// "POLICY:KEY" the Cluster hash tag, so a key's state stays in one slot. In
+// KEY, '%', '{' and '}' are written %25, %7B and %7D, so that no user key can
+// close the tag early or collide with another; policy names cannot contain
+// them. ALG names the algorithm, outside the tag: a policy that changes
+// algorithm finds no state and starts fresh, as in the memory store. The
+// state itself is small:
+//
+//	fixed_window    fw  string "LAST:COUNT"      last admission µs, units in its window
+//	sliding_window  sw  string "LAST:CUR:PREV"   last admission µs, its window's units, the window before's
+//	token_bucket    tb  string "LAST:MISSING"    last refill µs, missing credit µs
+//	gcra            gc  string "TAT"             theoretical arrival time µs
+//	leaky_bucket    lb  string "TAT"             the queue tail's TAT µs
+//	sliding_log     sl  list of "TS:COST:CUM"    one per admission, oldest first
+//
+// A sliding-log entry carries CUM, the running total of all costs pushed so
+// far: the sum of any run of entries is a difference of two CUMs, so a
+// decision reads a handful of entries (a binary search for the oldest live
+// one, and on denial for the one whose departure admits the request) however
+// long the log is, without a second key for the sum.
+//
+// # Expiry
+//
+// Only an admission writes: denials and peeks change nothing. Each write sets
+// the key to expire when its state is back to initial (ResetAfter after the
+// decision, or later if the clock ran backwards): PEXPIREAT on the server's
+// clock, never earlier — forgetting state early would admit more than the
+// limit — and less than a millisecond later. So idle keys cost nothing. With a
+// client clock the key lives until the later of that instant and its reset
+// time read as a Unix time, which covers a client clock behind the server's.
+// A refund (below) that leaves a key initial deletes it.
+//
+// # Several limits at once
+//
+// DecideAll admits all of its requests or none. How depends on where the keys
+// live:
+//
+//   - On a single Redis (or one behind Sentinel), and on a Cluster when every
+//     key hashes to one slot, one batch script decides every request, writes
+//     them all only if all are admitted, and otherwise answers each key as a
+//     peek sees it, denied, with the largest RetryAfter: exactly the memory
+//     store's answer, atomically. A prefix holding a hash tag, such as
+//     "{app}:", puts every key in one slot, at the price of all the load on
+//     one node.
+//   - On a Cluster with keys in several slots no script can see them all.
+//     The store first runs every request's script in a dry-run mode that
+//     writes nothing, pipelined; if any denies, the set is denied with the
+//     largest RetryAfter (the common case under load: one round trip, no
+//     writes). Otherwise it reserves the requests one by one in key order, and
+//     if one is denied after all — another client was quicker — refunds the
+//     reservations made so far and denies the set. Each node decides on its
+//     own TIME. A refund undoes exactly the reserved cost: the window count or
+//     the log entry goes, and a bucket's TAT or missing credit moves back by
+//     cost·T, less any refill the units may have absorbed meanwhile, so that a
+//     refund never leaves a bucket fuller than it would be without the
+//     reservation. A race can thus deny a set that a single script would
+//     have admitted, and a reservation briefly holds units others may be
+//     denied, but no limit ever admits more than it allows.
+//
+// # Failures
+//
+// Each call is bounded by WithTimeout (100ms by default) on top of the
+// caller's context. An error means the decision is unknown: the script may or
+// may not have run. Refunds run even when the call's context is done, under a
+// timeout of their own; a refund that fails leaves its units consumed until
+// the key expires, which under-admits and never over-admits.
+package redisstore

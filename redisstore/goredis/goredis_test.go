@@ -1,0 +1,62 @@
+package goredis_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/redisstore/goredis"
+	"github.com/sluicehq/sluice/redisstore/internal/rstest"
+)
+
+// target returns the rstest Target of a go-redis client; forEach runs a
+// command on every node.
+func target(c redis.UniversalClient, forEach func(func(*redis.Client) error) error) rstest.Target {
+	ctx := context.Background()
+	return rstest.Target{
+		New: func(t *testing.T, opts ...redisstore.Option) *redisstore.Store {
+			return goredis.New(c, append([]redisstore.Option{redisstore.WithPrefix(rstest.Prefix())}, opts...)...)
+		},
+		ExpireTime: func(t *testing.T, key string) int64 {
+			// Do rather than PExpireTime, whose Duration would hold the
+			// century-ahead test times in nanoseconds.
+			when, err := c.Do(ctx, "PEXPIRETIME", key).Int64()
+			if err != nil {
+				t.Fatalf("PEXPIRETIME %q: %v", key, err)
+			}
+			return when
+		},
+		FlushScripts: func(t *testing.T) {
+			if err := forEach(func(n *redis.Client) error { return n.ScriptFlush(ctx).Err() }); err != nil {
+				t.Errorf("SCRIPT FLUSH: %v", err)
+			}
+		},
+	}
+}
+
+func TestSingle(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	tg := target(c, func(f func(*redis.Client) error) error { return f(c) })
+	t.Run("Conformance", func(t *testing.T) { rstest.Conformance(t, tg) })
+	t.Run("Differential", func(t *testing.T) { rstest.Differential(t, tg, 800, false) })
+	t.Run("NoScript", func(t *testing.T) { rstest.NoScript(t, tg) })
+}
+
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3, 0)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	tg := target(c, func(f func(*redis.Client) error) error {
+		return c.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error { return f(n) })
+	})
+	t.Run("Conformance", func(t *testing.T) { rstest.Conformance(t, tg) })
+	t.Run("Differential", func(t *testing.T) { rstest.Differential(t, tg, 600, false) })
+	t.Run("DifferentialOneSlot", func(t *testing.T) { rstest.Differential(t, tg, 300, true) })
+	t.Run("NoScript", func(t *testing.T) { rstest.NoScript(t, tg) })
+	t.Run("CrossSlotRace", func(t *testing.T) { rstest.CrossSlotRace(t, tg) })
+}

@@ -1,0 +1,80 @@
+// Package rstest holds the tests every Runner of package redisstore passes —
+// the rueidis one and the go-redis one — against a real Redis or Redis
+// Cluster: the conformance suite, a differential test against sluice.Decide,
+// and script reloading after SCRIPT FLUSH.
+package rstest
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+// Target is a Redis deployment reached through one client library.
+type Target struct {
+	// New returns a Store on the target whose keys start with a prefix no
+	// other call uses (see Prefix), so tests never share state.
+	New func(t *testing.T, opts ...redisstore.Option) *redisstore.Store
+	// ExpireTime returns PEXPIRETIME key: the Unix ms through which the key
+	// lives, -2 when it does not exist, -1 when it never expires.
+	ExpireTime func(t *testing.T, key string) int64
+	// FlushScripts runs SCRIPT FLUSH on every node.
+	FlushScripts func(t *testing.T)
+}
+
+var prefixes atomic.Int64
+
+// Prefix returns a key prefix unique in this process.
+func Prefix() string { return fmt.Sprintf("t%d:", prefixes.Add(1)) }
+
+// Future shifts a test clock a whole number of days (about a century) ahead.
+//
+// Redis expires keys on its own clock, which goes on while a test clock
+// stands still: state written at a test instant could expire while the test
+// still reads it at that instant. The scripts keep a key until the later of
+// the server's now plus its lifetime and its reset time read as Unix time
+// (see keep in lua/header.lua), so a clock in the future keeps state exactly
+// as long as that clock says. A whole number of days keeps every window of a
+// period dividing a day where it was, so no Result changes.
+func Future(c sluice.Clock) sluice.Clock { return future{c} }
+
+const shift = 36525 * 24 * time.Hour
+
+type future struct{ c sluice.Clock }
+
+func (f future) Now() time.Time { return f.c.Now().Add(shift) }
+
+// Conformance runs the storetest suite, each case on a fresh prefix, with a
+// TTL read from the key's PEXPIRETIME.
+func Conformance(t *testing.T, tg Target) {
+	storetest.Run(t, func(t *testing.T, clock sluice.Clock) storetest.Harness {
+		c := Future(clock)
+		s := tg.New(t, redisstore.WithClock(c))
+		return storetest.Harness{Store: s, TTL: TTL(t, tg, s, c)}
+	})
+}
+
+// TTL returns the harness's TTL function: the time, on clock, until the key
+// holding (policy, key) expires (PEXPIREAT w keeps it through millisecond w).
+func TTL(t *testing.T, tg Target, s *redisstore.Store, clock sluice.Clock) func(policy, key string) (time.Duration, bool) {
+	return func(policy, key string) (time.Duration, bool) {
+		for _, a := range sluice.Algorithms {
+			k := s.Key(&sluice.Policy{Name: policy, Algorithm: a}, key)
+			switch when := tg.ExpireTime(t, k); when {
+			case -2:
+				continue
+			case -1:
+				t.Errorf("key %q has no expiry", k)
+				return 0, true
+			default:
+				return time.Duration((when+1)*1000-clock.Now().UnixMicro()) * time.Microsecond, true
+			}
+		}
+		return 0, false
+	}
+}

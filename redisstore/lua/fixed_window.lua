@@ -1,0 +1,47 @@
+-- Fixed window (sluice/fixed_window.go). State "last:count": the instant of
+-- the last admission and the units admitted in its window.
+ALG.fw = {
+  decide = function(key, P, L, C, T, n, now)
+    local last, cnt = get2(key)
+    if now < last then
+      now = last -- time ran backwards: no time has passed
+    end
+    local start = tdiv(now, P) * P
+    local count = 0
+    if last >= start then
+      count = cnt
+    end
+    local allowed, retry = false, 0
+    if count + n <= L then
+      count = count + n
+      allowed = true
+    else
+      retry = start + P - now
+    end
+    if count == 0 then
+      return allowed, L - count, retry, 0, 0
+    end
+    local w
+    if allowed and n > 0 then
+      w = int(now) .. ':' .. int(count)
+    end
+    return allowed, L - count, retry, start + P - now, 0, w, start + P, start, 0
+  end,
+
+  commit = put,
+
+  -- refund gives back n units counted in the window starting at ref1; once
+  -- that window is over there is nothing left to give back.
+  refund = function(key, P, L, C, T, n, start, _, now)
+    local last, cnt = get2(key)
+    if cnt == 0 or tdiv(last, P) * P ~= start then
+      return
+    end
+    cnt = cnt - n
+    if cnt <= 0 or start + P <= now then
+      redis.call('DEL', key)
+    else
+      put(key, int(last) .. ':' .. int(cnt), start + P)
+    end
+  end,
+}

@@ -1,0 +1,104 @@
+-- Sluice: helpers shared by every script. A script is this header, the files
+-- of one or all algorithms, and a main (main.lua or batch.lua); scripts.go
+-- assembles them.
+--
+-- Lua numbers are doubles. Every quantity here is an integer below 2^53
+-- (sluice.Policy.Validate sees to that), so + - * are exact; division goes
+-- through tdiv, and numbers are written with string.format('%d') because
+-- tostring would print only 14 significant digits.
+
+-- ALG maps an algorithm's code (the key suffix) to {decide, commit, refund}:
+--   decide(key, P, L, C, T, n, now) returns, without writing anything:
+--     allowed (boolean), remaining, retry_after, reset_after, delay,
+--     w (what commit writes; nil when nothing changes),
+--     reset_at (store clock µs when the new state is initial again),
+--     ref1, ref2 (what refund needs to undo this admission).
+--   commit(key, w, reset_at) writes the admission.
+--   refund(key, P, L, C, T, n, ref1, ref2, now) undoes an admission.
+-- P period µs, L limit, C capacity, T emission interval µs, n cost.
+local ALG = {}
+
+-- NOW is the request's instant on the store's clock (client clock or server
+-- TIME), SRV the server's TIME once read (0 before): expiries are set on the
+-- server's clock whichever clock decides.
+local NOW, SRV = 0, 0
+
+local function servertime()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- init reads the clock: ARGV's now when the client passes one, else TIME.
+local function init(arg)
+  if redis.replicate_commands then
+    redis.replicate_commands() -- Redis < 5: replicate effects, as TIME is used
+  end
+  local now = tonumber(arg)
+  if now then
+    NOW = now
+  else
+    NOW = servertime()
+    SRV = NOW
+  end
+end
+
+-- tdiv is Go's a / b for b > 0, truncated toward zero. The double quotient of
+-- a large a may round onto the next integer, so it is corrected exactly.
+local function tdiv(a, b)
+  if a < 0 then
+    return -tdiv(-a, b)
+  end
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+local function int(x)
+  return string.format('%d', x)
+end
+
+-- keep sets key to expire once its state is initial: at reset_at on the
+-- store's clock, which is (reset_at - NOW) µs after the server's now. With
+-- server time the two are one instant. With a client clock the later of the
+-- two is kept, so a client clock running behind the server's cannot expire
+-- state early — early expiry forgets consumption and over-admits — and a
+-- test clock set in the future keeps state exactly as long as it says.
+-- PEXPIREAT w keeps a key through the whole millisecond w, so
+-- w = ceil(t / 1000) - 1 keeps it until t and less than 1ms longer.
+local function keep(key, reset_at)
+  if SRV == 0 then
+    SRV = servertime()
+  end
+  local t = math.max(reset_at, SRV + (reset_at - NOW))
+  redis.call('PEXPIREAT', key, tdiv(t + 999, 1000) - 1)
+end
+
+-- put stores a string state with its expiry.
+local function put(key, value, reset_at)
+  redis.call('SET', key, value)
+  keep(key, reset_at)
+end
+
+-- get2 and get3 read a string state "a:b" or "a:b:c"; a missing key is the
+-- initial state, all zeros.
+local function get2(key)
+  local v = redis.call('GET', key)
+  if not v then
+    return 0, 0
+  end
+  local a, b = string.match(v, '^(-?%d+):(-?%d+)$')
+  return tonumber(a), tonumber(b)
+end
+
+local function get3(key)
+  local v = redis.call('GET', key)
+  if not v then
+    return 0, 0, 0
+  end
+  local a, b, c = string.match(v, '^(-?%d+):(-?%d+):(-?%d+)$')
+  return tonumber(a), tonumber(b), tonumber(c)
+end

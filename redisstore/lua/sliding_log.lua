@@ -1,0 +1,119 @@
+-- Sliding log (sluice/sliding_log.go). State: a list of the admitted entries,
+-- oldest first, each "ts:cost:cum" where cum is the running total of every
+-- cost pushed so far (the newest entry's included). Differences of cum give
+-- the sum of any run of entries, so a decision reads O(log n) entries instead
+-- of the whole log, and the list is all the state there is.
+
+local function sl_parse(v)
+  local ts, cost, cum = string.match(v, '^(-?%d+):(%d+):(%d+)$')
+  return tonumber(ts), tonumber(cost), tonumber(cum)
+end
+
+local function sl_at(key, i)
+  return sl_parse(redis.call('LINDEX', key, i))
+end
+
+-- sl_first returns the smallest index in [lo, hi] whose entry satisfies
+-- ok(ts, cum), given that hi's does and that ok stays true once it is.
+local function sl_first(key, lo, hi, ok)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local ts, _, cum = sl_at(key, mid)
+    if ok(ts, cum) then
+      hi = mid
+    else
+      lo = mid + 1
+    end
+  end
+  return lo
+end
+
+ALG.sl = {
+  decide = function(key, P, L, C, T, n, now)
+    local len = redis.call('LLEN', key)
+    -- first: the oldest live entry (len if none); cum: the newest entry's
+    -- running total; newest: its time while it is live.
+    local first, cum, sum, newest = len, 0, 0, nil
+    if len > 0 then
+      local ts, _, c = sl_at(key, -1)
+      if now < ts then
+        now = ts -- time ran backwards: no time has passed
+      end
+      cum = c
+      local horizon = now - P -- entries at or before it have left the period
+      if ts > horizon then
+        newest = ts
+        first = sl_first(key, 0, len - 1, function(t, _) return t > horizon end)
+        local _, fcost, fcum = sl_at(key, first)
+        sum = c - (fcum - fcost)
+      end
+    end
+    local base = cum - sum -- running total before the oldest live entry
+    local allowed, retry, w = false, 0, nil
+    if sum + n <= L then
+      allowed = true
+      if n > 0 then
+        sum, cum, newest = sum + n, cum + n, now
+        w = { first, len, int(now) .. ':' .. int(n) .. ':' .. int(cum) }
+      end
+    else
+      -- Entries leave oldest first: wait for the first whose departure frees
+      -- enough, the oldest live entry with cum - base >= sum + n - L.
+      local need = base + sum + n - L
+      local i = sl_first(key, first, len - 1, function(_, c) return c >= need end)
+      retry = sl_at(key, i) + P - now
+    end
+    if not newest then
+      return allowed, L - sum, retry, 0, 0
+    end
+    return allowed, L - sum, retry, newest + P - now, 0, w, newest + P, now, cum
+  end,
+
+  -- commit drops the entries that left the period and appends the new one.
+  commit = function(key, w, reset_at)
+    local first, len = w[1], w[2]
+    if first >= len and len > 0 then
+      redis.call('DEL', key)
+    elseif first > 0 then
+      redis.call('LTRIM', key, first, -1)
+    end
+    redis.call('RPUSH', key, w[3])
+    keep(key, reset_at)
+  end,
+
+  -- refund removes the entry admitted at ref1 with running total ref2. The
+  -- entries pushed after it carry its cost in their running totals: take it out.
+  refund = function(key, P, L, C, T, n, ts, cum, now)
+    local target = int(ts) .. ':' .. int(n) .. ':' .. int(cum)
+    local len = redis.call('LLEN', key)
+    local i = len - 1
+    while i >= 0 do
+      local v = redis.call('LINDEX', key, i)
+      if v == target then
+        break
+      end
+      local _, _, c = sl_parse(v)
+      if c < cum then
+        return -- older than the entry: it has already left
+      end
+      i = i - 1
+    end
+    if i < 0 then
+      return
+    end
+    for j = i + 1, len - 1 do
+      local ets, ecost, ecum = sl_at(key, j)
+      redis.call('LSET', key, j, int(ets) .. ':' .. int(ecost) .. ':' .. int(ecum - n))
+    end
+    redis.call('LREM', key, -1, target)
+    if len == 1 then
+      return -- the list was that entry alone, and Redis deleted the empty key
+    end
+    local newest = sl_at(key, -1)
+    if newest + P <= now then
+      redis.call('DEL', key)
+    else
+      keep(key, newest + P)
+    end
+  end,
+}

@@ -1,0 +1,141 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// manualClock is a test clock.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// TestRefund drives the scripts' refund mode, which the cross-slot path uses
+// when a reservation loses a race: random admissions, then the reservation x,
+// then more admissions, then x's refund. The key must then answer like a key
+// that never saw x — exactly for the windows and the log; for the buckets
+// never more generously, and exactly when nothing else was admitted after x.
+// A key whose refund leaves it initial is deleted.
+func TestRefund(t *testing.T) {
+	srv := redistest.Start(t)
+	o, err := rueidis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DisableCache = true
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for ai, a := range sluice.Algorithms {
+		t.Run(string(a), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(ai), 99))
+			policies := []*sluice.Policy{
+				{Name: "5-per-1s", Algorithm: a, Limit: 5, Period: time.Second},
+				{Name: "7-per-100ms", Algorithm: a, Limit: 7, Period: 100 * time.Millisecond},
+			}
+			if a == sluice.TokenBucket || a == sluice.GCRA || a == sluice.LeakyBucket {
+				policies = append(policies, &sluice.Policy{Name: "4-per-1s-burst-9", Algorithm: a, Limit: 4, Period: time.Second, Burst: 9})
+			}
+			for trial := 0; trial < 150; trial++ {
+				p := policies[trial%len(policies)]
+				clock := &manualClock{t: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+				s := New(c, WithPrefix(fmt.Sprintf("refund%d:", trial)), WithClock(clock))
+				var ref sluice.State // the key without x
+				step := func() {
+					clock.advance(time.Duration(rng.Int64N(int64(p.Period)/5+1)) / time.Microsecond * time.Microsecond)
+				}
+				admit := func() {
+					cost := rng.Int64N(2) + 1
+					r, err := s.Decide(ctx, sluice.Request{Policy: p, Key: "k", Cost: cost})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r.Allowed {
+						next, want := sluice.Decide(p, ref, clock.Now().UnixMicro(), cost)
+						if !want.Allowed {
+							t.Fatalf("trial %d: admitted with x but not without it", trial)
+						}
+						ref = next
+					}
+				}
+				before, after := rng.IntN(4), rng.IntN(3)
+				if trial%10 == 0 {
+					before, after = 0, 0 // x alone: the refund must delete the key
+				}
+				for range before {
+					step()
+					admit()
+				}
+				step()
+				x := sluice.Request{Policy: p, Key: "k", Cost: rng.Int64N(2) + 1}
+				var held [replyLen]int64
+				if err := s.run.Run(ctx, scriptFor(a), []string{s.Key(p, "k")}, s.requestArgs(modeWrite, x, s.now(), false, 0, 0), held[:]); err != nil {
+					t.Fatal(err)
+				}
+				if held[replyAllowed] == 0 {
+					continue
+				}
+				for range after {
+					if rng.IntN(2) == 0 {
+						step()
+					}
+					admit()
+				}
+				if rng.IntN(2) == 0 {
+					step()
+				}
+				var reply [replyLen]int64
+				args := s.requestArgs(modeRefund, x, s.now(), true, held[replyRef1], held[replyRef2])
+				if err := s.run.Run(ctx, scriptFor(a), []string{s.Key(p, "k")}, args, reply[:]); err != nil {
+					t.Fatal(err)
+				}
+				exists, err := c.Do(ctx, c.B().Exists().Key(s.Key(p, "k")).Build()).AsInt64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if before+after == 0 && exists != 0 {
+					t.Fatalf("trial %d: refunding the only admission left the key in place", trial)
+				}
+				exact := after == 0 || !(a == sluice.TokenBucket || a == sluice.GCRA || a == sluice.LeakyBucket)
+				for _, d := range []time.Duration{0, p.Period / 3, p.Period / 2, p.Period} {
+					now := clock.Now().Add(d)
+					_, want := sluice.Decide(p, ref, now.UnixMicro(), 0)
+					peekClock := &manualClock{t: now}
+					got, err := New(c, WithPrefix(fmt.Sprintf("refund%d:", trial)), WithClock(peekClock)).
+						Decide(ctx, sluice.Request{Policy: p, Key: "k"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if exact && got != want || !exact && (got.Remaining > want.Remaining || got.ResetAfter < want.ResetAfter) {
+						t.Fatalf("trial %d (%s, %d before x, %d after), %v after the refund:\n got %+v\nwant %+v (without x)",
+							trial, p.Name, before, after, d, got, want)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,34 @@
+package redisstore
+
+import "context"
+
+// Runner runs this package's scripts on a Redis client. The Store builds on
+// it, so a client library needs only a Runner to get the same scripts and
+// semantics: Open and New use rueidis; package redisstore/goredis adapts
+// go-redis. Implementations must be safe for concurrent use, and must not
+// keep the slices they are given once a call returns: the Store reuses them.
+type Runner interface {
+	// Run runs s once with keys and args — EVALSHA, then EVAL on NOSCRIPT —
+	// and copies its reply, an array of integers, into reply, which has
+	// exactly the reply's length (a reply of another length is an error).
+	Run(ctx context.Context, s *Script, keys, args []string, reply []int64) error
+	// RunMulti runs every call, sending them together (pipelined) rather than
+	// one round trip after another, and sets each call's Reply and Err.
+	RunMulti(ctx context.Context, calls []Call)
+	// Colocated reports whether one script may access all of keys: always on
+	// a single Redis; on a Cluster when they hash to one slot (see Slot).
+	// Answering false is always safe, only slower.
+	Colocated(keys []string) bool
+}
+
+// Call is one script run of Runner.RunMulti.
+type Call struct {
+	Script *Script
+	Keys   []string
+	Args   []string
+	// Reply receives the script's integer array reply; it has the reply's
+	// exact length.
+	Reply []int64
+	// Err is set by RunMulti when the run failed.
+	Err error
+}

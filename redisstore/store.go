@@ -1,0 +1,236 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/sluicehq/sluice"
+)
+
+// Store is the Redis store: a sluice.Store that keeps each key's state in
+// Redis or Redis Cluster and decides with one Lua script per request. It is
+// safe for concurrent use.
+type Store struct {
+	run     Runner
+	close   func() // closes the client the store owns (Open); nil otherwise
+	prefix  string
+	clock   sluice.Clock // nil: the scripts read Redis TIME
+	timeout time.Duration
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// Open connects to the Redis that url names and returns a Store owning the
+// connection (Close closes it). url is parsed by rueidis.ParseURL:
+//
+//	redis://[user:password@]host:port[/db]         one Redis
+//	rediss://...                                   the same over TLS
+//	unix://[user:password@]/path/to/redis.sock
+//	redis://host1:port?addr=host2:port&addr=...    a Cluster (any nodes; the
+//	                                               client discovers the rest)
+//	redis://sentinel:port?master_set=name          Sentinel
+//
+// rueidis pipelines concurrent requests on shared connections by itself.
+// Client-side caching is turned off: the store never reads through it, and
+// it would require RESP3 and CLIENT TRACKING from the server.
+func Open(url string, opts ...Option) (*Store, error) {
+	o, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: Open: %w", err)
+	}
+	o.DisableCache = true
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: Open: %w", err)
+	}
+	s := New(c, opts...)
+	s.close = c.Close
+	return s, nil
+}
+
+// New returns a Store on a rueidis client the caller owns and closes (Close
+// leaves it open).
+func New(client rueidis.Client, opts ...Option) *Store {
+	return NewWithRunner(NewRunner(client), opts...)
+}
+
+// NewWithRunner returns a Store running its scripts through r, for clients
+// other than rueidis (see package redisstore/goredis). The caller owns
+// whatever r holds.
+func NewWithRunner(r Runner, opts ...Option) *Store {
+	cf := newConfig(opts)
+	return &Store{run: r, prefix: cf.prefix, clock: cf.clock, timeout: cf.timeout}
+}
+
+// Close closes the client if Open created it; a Store from New or
+// NewWithRunner leaves its client to the caller.
+func (s *Store) Close() {
+	if s.close != nil {
+		s.close()
+	}
+}
+
+// Decide implements sluice.Store: one EVALSHA of the algorithm's script.
+func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	script := scriptFor(req.Policy.Algorithm)
+	c := callPool.Get().(*call)
+	defer callPool.Put(c)
+	c.keys[0] = redisKey(s.prefix, req.Policy, req.Key)
+	args := s.appendArgs(c.args[:0], modeWrite, req, s.now(), false, 0, 0)
+	if err := s.run.Run(ctx, script, c.keys[:], args, c.reply[:]); err != nil {
+		return sluice.Result{}, scriptError(script, err)
+	}
+	return result(req.Policy, c.reply[:]), nil
+}
+
+// call holds the slices one Decide hands to the Runner, pooled because a
+// decision is the hot path and the Runner's interface makes them escape.
+// Runners do not keep them (see Runner).
+type call struct {
+	keys  [1]string
+	args  [9]string
+	reply [replyLen]int64
+}
+
+var callPool = sync.Pool{New: func() any { return new(call) }}
+
+// DecideAll implements sluice.Store. Keys on one node (a single Redis, or one
+// Cluster slot) are decided by one batch script, atomically; keys spread over
+// Cluster slots take the cross-slot path (crossslot.go).
+func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []sluice.Result) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = redisKey(s.prefix, r.Policy, r.Key)
+	}
+	if !s.run.Colocated(keys) {
+		return s.decideSpread(ctx, reqs, keys, results)
+	}
+	// ARGV: now, then code, P, L, C, T, n for each request.
+	args := make([]string, 1+6*len(reqs))
+	vals := make([]int64, 0, 1+5*len(reqs))
+	if s.clock != nil {
+		vals = append(vals, s.now()) // one instant for the whole batch
+	}
+	for _, r := range reqs {
+		P, L, C, T := policyInts(r.Policy)
+		vals = append(vals, P, L, C, T, r.Cost)
+	}
+	nums := make([]string, len(vals))
+	formatInts(nums, vals)
+	if s.clock != nil {
+		args[0], nums = nums[0], nums[1:]
+	}
+	for i, r := range reqs {
+		args[1+6*i] = algoCode(r.Policy.Algorithm)
+		copy(args[2+6*i:7+6*i], nums[5*i:5*i+5])
+	}
+	reply := make([]int64, batchStride*len(reqs))
+	if err := s.run.Run(ctx, scriptBatch, keys, args, reply); err != nil {
+		return scriptError(scriptBatch, err)
+	}
+	for i, r := range reqs {
+		results[i] = result(r.Policy, reply[batchStride*i:])
+	}
+	return nil
+}
+
+// Key returns the Redis key that holds the state of (p, key), e.g. for an
+// operator to inspect it or to reset it with DEL.
+func (s *Store) Key(p *sluice.Policy, key string) string { return redisKey(s.prefix, p, key) }
+
+// bound adds the per-call timeout to ctx, unless ctx already ends sooner.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return ctx, noCancel
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
+		return ctx, noCancel
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+func noCancel() {}
+
+// now is the client clock's time in µs, or 0 when the scripts read Redis TIME.
+func (s *Store) now() int64 {
+	if s.clock == nil {
+		return 0
+	}
+	return s.clock.Now().UnixMicro()
+}
+
+// requestArgs is the single-request script's ARGV: now ("" for server TIME,
+// else the client clock's now), mode, P, L, C, T, n, and for a refund the
+// admission's two refs.
+func (s *Store) requestArgs(mode string, req sluice.Request, now int64, refund bool, ref1, ref2 int64) []string {
+	return s.appendArgs(make([]string, 0, 9), mode, req, now, refund, ref1, ref2)
+}
+
+// appendArgs appends requestArgs' ARGV to args.
+func (s *Store) appendArgs(args []string, mode string, req sluice.Request, now int64, refund bool, ref1, ref2 int64) []string {
+	P, L, C, T := policyInts(req.Policy)
+	vals := [...]int64{now, P, L, C, T, req.Cost, ref1, ref2}
+	var nums [len(vals)]string
+	from, to := 1, 6
+	if s.clock != nil {
+		from = 0
+	}
+	if refund {
+		to = 8
+	}
+	formatInts(nums[from:to], vals[from:to])
+	args = append(args, nums[0], mode)
+	return append(args, nums[1:to]...)
+}
+
+// policyInts returns the policy's period in µs, limit, capacity and emission
+// interval T = ceil(P/L) µs, as sluice computes them.
+func policyInts(p *sluice.Policy) (P, L, C, T int64) {
+	P, L = int64(p.Period/time.Microsecond), p.Limit
+	return P, L, p.Capacity(), (P + L - 1) / L
+}
+
+// formatInts writes vals as decimal strings into dst; they share one
+// allocation.
+func formatInts(dst []string, vals []int64) {
+	var buf [192]byte
+	b := buf[:0]
+	for _, v := range vals {
+		b = strconv.AppendInt(b, v, 10)
+		b = append(b, ' ')
+	}
+	all := string(b)
+	for i := range vals {
+		j := strings.IndexByte(all, ' ')
+		dst[i], all = all[:j], all[j+1:]
+	}
+}
+
+// result converts a script's reply (allowed, remaining, retry, reset, delay,
+// in µs) into a Result.
+func result(p *sluice.Policy, r []int64) sluice.Result {
+	return sluice.Result{
+		Allowed:    r[replyAllowed] == 1,
+		Limit:      p.Limit,
+		Remaining:  r[replyRemaining],
+		RetryAfter: time.Duration(r[replyRetry]) * time.Microsecond,
+		ResetAfter: time.Duration(r[replyReset]) * time.Microsecond,
+		Delay:      time.Duration(r[replyDelay]) * time.Microsecond,
+	}
+}
+
+func scriptError(s *Script, err error) error {
+	return fmt.Errorf("redisstore: %s script: %w", s.name, err)
+}
