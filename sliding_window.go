@@ -6,7 +6,7 @@ package sluice
 // previous window is assumed to have been spread evenly, so the part of it still
 // inside the sliding period (now−P, now] is prev·(P−e)/P, e = now − start.
 // A request is admitted iff prev·(P−e)/P + cur + n ≤ L, compared exactly as
-// prev·(P−e) + (cur+n)·P ≤ L·P (Policy.Validate keeps L·P below 2^53).
+// prev·(P−e) + (cur+n)·P ≤ L·P (Policy.Validate keeps L·P at most 2^53).
 func slidingWindow(p *Policy, s State, now, n int64) (State, Result) {
 	period, limit := p.periodMicros(), p.Limit
 	if now < s.Time {

@@ -7,7 +7,7 @@ import "time"
 // back to zero. Times are microseconds since the Unix epoch; which fields an
 // algorithm uses is documented in its file.
 type State struct {
-	Time  int64 // window start, last refill, or theoretical arrival time (TAT)
+	Time  int64 // last admission (windows), last refill, or theoretical arrival time (TAT)
 	Count int64 // units in the window, a token bucket's missing credit, or the log's sum
 	Prev  int64 // units in the previous window (sliding window)
 	Log   Log   // admitted entries (sliding log)
@@ -15,27 +15,38 @@ type State struct {
 
 // Decide applies policy p to state s for a request of cost units at now
 // (microseconds since the Unix epoch) and returns the new state and the Result.
-// A denied request or a peek (cost 0) leaves the state's meaning unchanged.
+// Only an admission of cost > 0 changes the state: for a peek or a denial Decide
+// returns s itself, or the zero State when s has aged back to initial — so a
+// store may write only admissions (Redis does) or write whatever Decide returns
+// (memory does) and both answer alike.
 //
 // Decide is pure: it reads no clock and keeps nothing. p must be valid and cost
 // within [0, p.Capacity()]; see CheckRequest. The new state may share s.Log's
 // buffer, but only appends beyond s's entries, so s stays intact until the caller
 // replaces it — which lets a store try a batch and drop it.
 func Decide(p *Policy, s State, now, cost int64) (State, Result) {
+	var next State
+	var res Result
 	switch p.Algorithm {
 	case FixedWindow:
-		return fixedWindow(p, s, now, cost)
+		next, res = fixedWindow(p, s, now, cost)
 	case SlidingLog:
-		return slidingLog(p, s, now, cost)
+		next, res = slidingLog(p, s, now, cost)
 	case SlidingWindow:
-		return slidingWindow(p, s, now, cost)
+		next, res = slidingWindow(p, s, now, cost)
 	case TokenBucket:
-		return tokenBucket(p, s, now, cost)
+		next, res = tokenBucket(p, s, now, cost)
 	case LeakyBucket:
-		return leakyBucket(p, s, now, cost)
+		next, res = leakyBucket(p, s, now, cost)
 	default:
-		return gcra(p, s, now, cost)
+		next, res = gcra(p, s, now, cost)
 	}
+	if (!res.Allowed || cost == 0) && res.ResetAfter != 0 {
+		// Nothing was admitted: keep s exactly (not a trimmed log or a moved
+		// refill time), so every store holds the same state afterwards.
+		return s, res
+	}
+	return next, res
 }
 
 // micros converts microseconds to a Duration.

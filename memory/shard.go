@@ -70,6 +70,11 @@ func (sh *shard) put(h uint64, id entryKey, found bool, i int32, alg sluice.Algo
 	expires := now + res.ResetAfter.Microseconds()
 	if found {
 		e := &sh.entries[i]
+		if e.alg == alg {
+			// After a clock step backwards ResetAfter counts from the instant
+			// the state was last at; never forget it earlier than before.
+			expires = max(expires, e.expires)
+		}
 		e.alg, e.expires, e.state = alg, expires, st
 		return
 	}
