@@ -56,37 +56,46 @@ func BenchmarkAllowN(b *testing.B) {
 				for _, k := range keys {
 					l.AllowN(ctx, k, 1)
 				}
-				b.Run("serial", func(b *testing.B) {
-					b.ReportAllocs()
-					i := 0
-					for b.Loop() {
-						if _, err := l.AllowN(ctx, keys[i], 1); err != nil {
-							b.Fatal(err)
-						}
-						if i++; i == len(keys) {
-							i = 0
-						}
-					}
-				})
-				b.Run("parallel", func(b *testing.B) {
-					b.ReportAllocs()
-					var seed atomic.Uint64
-					b.RunParallel(func(pb *testing.PB) {
-						x := seed.Add(0x9e3779b97f4a7c15) | 1
-						for pb.Next() {
-							x ^= x << 13
-							x ^= x >> 7
-							x ^= x << 17
-							if _, err := l.AllowN(ctx, keys[x%uint64(len(keys))], 1); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
+				serialAndParallel(b, keys, func(k string) error {
+					_, err := l.AllowN(ctx, k, 1)
+					return err
 				})
 			})
 		}
 	}
+}
+
+// serialAndParallel times allow on one goroutine, cycling through keys, and
+// under RunParallel, picking keys at random (xorshift: no shared state).
+func serialAndParallel(b *testing.B, keys []string, allow func(key string) error) {
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := allow(keys[i]); err != nil {
+				b.Fatal(err)
+			}
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var seed atomic.Uint64
+		b.RunParallel(func(pb *testing.PB) {
+			x := seed.Add(0x9e3779b97f4a7c15) | 1
+			for pb.Next() {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				if err := allow(keys[x%uint64(len(keys))]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }
 
 // rateMap is the peer: what many services write by hand.
@@ -114,28 +123,9 @@ func BenchmarkPeerXTimeRateMap(b *testing.B) {
 			for _, k := range keys {
 				r.allow(k)
 			}
-			b.Run("serial", func(b *testing.B) {
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					r.allow(keys[i])
-					if i++; i == len(keys) {
-						i = 0
-					}
-				}
-			})
-			b.Run("parallel", func(b *testing.B) {
-				b.ReportAllocs()
-				var seed atomic.Uint64
-				b.RunParallel(func(pb *testing.PB) {
-					x := seed.Add(0x9e3779b97f4a7c15) | 1
-					for pb.Next() {
-						x ^= x << 13
-						x ^= x >> 7
-						x ^= x << 17
-						r.allow(keys[x%uint64(len(keys))])
-					}
-				})
+			serialAndParallel(b, keys, func(k string) error {
+				r.allow(k)
+				return nil
 			})
 		})
 	}

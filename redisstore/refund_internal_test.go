@@ -4,32 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/storetest"
 )
-
-// manualClock is a test clock.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // TestRefund drives the scripts' refund mode, which the cross-slot path uses
 // when a reservation loses a race: random admissions, then the reservation x,
@@ -62,11 +44,11 @@ func TestRefund(t *testing.T) {
 			}
 			for trial := 0; trial < 150; trial++ {
 				p := policies[trial%len(policies)]
-				clock := &manualClock{t: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+				clock := storetest.NewClock(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC))
 				s := New(c, WithPrefix(fmt.Sprintf("refund%d:", trial)), WithClock(clock))
 				var ref sluice.State // the key without x
 				step := func() {
-					clock.advance(time.Duration(rng.Int64N(int64(p.Period)/5+1)) / time.Microsecond * time.Microsecond)
+					clock.Advance(time.Duration(rng.Int64N(int64(p.Period)/5+1)) / time.Microsecond * time.Microsecond)
 				}
 				admit := func() {
 					cost := rng.Int64N(2) + 1
@@ -124,7 +106,7 @@ func TestRefund(t *testing.T) {
 				for _, d := range []time.Duration{0, p.Period / 3, p.Period / 2, p.Period} {
 					now := clock.Now().Add(d)
 					_, want := sluice.Decide(p, ref, now.UnixMicro(), 0)
-					peekClock := &manualClock{t: now}
+					peekClock := storetest.NewClock(now)
 					got, err := New(c, WithPrefix(fmt.Sprintf("refund%d:", trial)), WithClock(peekClock)).
 						Decide(ctx, sluice.Request{Policy: p, Key: "k"})
 					if err != nil {
