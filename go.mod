@@ -3,6 +3,7 @@ module github.com/sluicehq/sluice
 go 1.25.0
 
 require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.79
 	golang.org/x/time v0.15.0

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# redis-ceiling.sh: the Redis-side ceiling of Sluice's own single-decision GCRA
+# script. Starts a throw-away redis-server on 127.0.0.1 (a free port, or $PORT),
+# loads the exact script the Redis store runs for a GCRA decision (written by
+# the TestPrintGCRAScript test, so this never drifts from redisstore), and runs
+# redis-benchmark with EVALSHA and the same KEYS/ARGV shape the store sends
+# (key sluice:{bench:user:N}:gc over 10,000 keys; ARGV '' = server TIME, 'w',
+# P, L, C, T, n for 1,000,000/s), once without pipelining and once with -P 16.
+#
+# Usage: scripts/redis-ceiling.sh            (from the repository root)
+# Env:   PORT (default: a free port), CLIENTS (50), REQUESTS (200000),
+#        KEYS (10000), PIPELINE (16)
+# Output: one CSV line per mode: mode,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+CLIENTS=${CLIENTS:-50}
+REQUESTS=${REQUESTS:-200000}
+KEYS=${KEYS:-10000}
+PIPELINE=${PIPELINE:-16}
+
+for bin in redis-server redis-cli redis-benchmark; do
+	command -v "$bin" >/dev/null || { echo "redis-ceiling.sh: $bin not found (scripts/ensure-redis.sh installs it)" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+pid=
+cleanup() {
+	if [[ -n $pid ]]; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [[ -z ${PORT:-} ]]; then
+	PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+fi
+
+# The script, its SHA-1 and the ARGV of one decision, as the store builds them.
+SLUICE_SCRIPT_DIR=$work timeout 300 go test -count=1 -run '^TestPrintGCRAScript$' ./redisstore/ >/dev/null
+sha=$(<"$work/sha1")
+mapfile -t args <"$work/args"
+key=$(<"$work/key")
+key=${key/\{bench:k\}/\{bench:user:__rand_int__\}} # sluice:{bench:user:__rand_int__}:gc
+
+redis-server --bind 127.0.0.1 --port "$PORT" --dir "$work" --save '' --appendonly no \
+	--protected-mode no --daemonize no --logfile "$work/redis.log" &
+pid=$!
+for _ in $(seq 100); do
+	redis-cli -h 127.0.0.1 -p "$PORT" PING >/dev/null 2>&1 && break
+	sleep 0.05
+done
+cli() { timeout 10 redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+loaded=$(cli -x SCRIPT LOAD <"$work/script.lua")
+if [[ $loaded != "$sha" ]]; then
+	echo "redis-ceiling.sh: SCRIPT LOAD returned $loaded, want $sha" >&2
+	exit 1
+fi
+# One call by hand: it must admit ({1, ...}), i.e. take the real write path.
+reply=$(cli EVALSHA "$sha" 1 "${key/__rand_int__/0}" "${args[@]}" | head -1)
+if [[ $reply != 1 ]]; then
+	echo "redis-ceiling.sh: the script did not admit (reply starts with $reply)" >&2
+	exit 1
+fi
+
+echo "# redis-server $(redis-server --version | grep -o 'v=[^ ]*'), port $PORT, $CLIENTS clients, $REQUESTS requests, $KEYS keys"
+echo "# EVALSHA $sha 1 $key$(printf " '%s'" "${args[@]}")"
+echo "mode,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms"
+for p in 1 "$PIPELINE"; do
+	line=$(timeout 300 redis-benchmark -h 127.0.0.1 -p "$PORT" -c "$CLIENTS" -n "$REQUESTS" -r "$KEYS" -P "$p" --csv \
+		EVALSHA "$sha" 1 "$key" "${args[@]}" | tail -1)
+	# "EVALSHA ...","rps","avg",...: keep the numbers.
+	nums=$(sed -E 's/^"[^"]*",//; s/"//g' <<<"$line")
+	echo "P$p,$nums"
+done
+echo "# keys written: $(cli DBSIZE)"
