@@ -108,6 +108,12 @@ func (p *Policy) capacity() int64 {
 
 func (p *Policy) periodMicros() int64 { return int64(p.Period / time.Microsecond) }
 
+// EmissionInterval is T, the time one unit takes to drain from the bucket
+// algorithms: Period/Limit rounded up to a whole microsecond, so they never run
+// faster than Limit per Period. Stores that run the math elsewhere (the Redis
+// scripts) take T from here so every store rounds alike.
+func (p *Policy) EmissionInterval() time.Duration { return micros(p.emissionInterval()) }
+
 // emissionInterval is T = P/L rounded up to a whole microsecond, so the bucket
 // algorithms never run faster than L per P.
 func (p *Policy) emissionInterval() int64 {

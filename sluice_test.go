@@ -98,3 +98,21 @@ func TestLimiterErrors(t *testing.T) {
 		t.Errorf("Limit 0: %v, want a PolicyError naming Limit of p", err)
 	}
 }
+
+func TestEmissionIntervalRoundsUp(t *testing.T) {
+	for _, c := range []struct {
+		limit  int64
+		period time.Duration
+		want   time.Duration
+	}{
+		{10, time.Second, 100 * time.Millisecond},
+		{3, time.Second, 333334 * time.Microsecond}, // never faster than 3/s
+		{1_000_000, time.Second, time.Microsecond},
+		{600_000, time.Second, 2 * time.Microsecond},
+	} {
+		p := sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: c.limit, Period: c.period}
+		if got := p.EmissionInterval(); got != c.want {
+			t.Errorf("%d per %v: T = %v, want %v", c.limit, c.period, got, c.want)
+		}
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"context"
 	"hash/maphash"
 	"math/bits"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -213,7 +212,3 @@ func insertSorted(xs []int, x int) []int {
 	}
 	return append(xs, x)
 }
-
-// strings.Clone keeps a stored key from pinning the caller's buffer (a request
-// header, say) for as long as the key lives.
-var cloneKey = strings.Clone

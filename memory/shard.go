@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/sluicehq/sluice"
@@ -82,7 +83,9 @@ func (sh *shard) put(h uint64, id entryKey, found bool, i int32, alg sluice.Algo
 	if len(sh.entries) >= limit {
 		sh.evict()
 	}
-	id.key = cloneKey(id.key)
+	// A clone keeps a stored key from pinning the caller's buffer (a request
+	// header, say) for as long as the key lives.
+	id.key = strings.Clone(id.key)
 	e := entry{id: id, hash: h, alg: alg, expires: expires, state: st}
 	if _, taken := sh.index[h]; taken {
 		e.spilled = true

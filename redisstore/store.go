@@ -196,10 +196,9 @@ func (s *Store) appendArgs(args []string, mode string, req sluice.Request, now i
 }
 
 // policyInts returns the policy's period in µs, limit, capacity and emission
-// interval T = ceil(P/L) µs, as sluice computes them.
+// interval in µs, as the scripts take them.
 func policyInts(p *sluice.Policy) (P, L, C, T int64) {
-	P, L = int64(p.Period/time.Microsecond), p.Limit
-	return P, L, p.Capacity(), (P + L - 1) / L
+	return p.Period.Microseconds(), p.Limit, p.Capacity(), p.EmissionInterval().Microseconds()
 }
 
 // formatInts writes vals as decimal strings into dst; they share one

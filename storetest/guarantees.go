@@ -80,7 +80,7 @@ func checkBound(t *testing.T, p sluice.Policy, adm []admission) {
 // it arrives, and while the queue is busy departures are spaced exactly n·T.
 func checkDepartures(t *testing.T, p sluice.Policy, adm []admission, deps []int64) {
 	t.Helper()
-	T := (us(p.Period) + p.Limit - 1) / p.Limit
+	T := newModel(p).T
 	for k := 1; k < len(adm); k++ {
 		earliest := deps[k-1] + adm[k-1].n*T
 		want := max(adm[k].t, earliest)

@@ -18,7 +18,6 @@ type model struct {
 
 	tokens  *big.Rat // buckets: tokens at tokenAt
 	tokenAt int64
-	lastDep int64 // leaky bucket: departure of the last admitted request
 	lastEnd int64 // leaky bucket: when the queue is empty (last departure + its cost·T)
 }
 
@@ -100,7 +99,7 @@ func (m *model) admit(t, n int64) (delay int64) {
 	}
 	m.hist = append(m.hist, admission{t, n})
 	dep := max(t, m.lastEnd)
-	m.lastDep, m.lastEnd = dep, dep+n*m.T
+	m.lastEnd = dep + n*m.T
 	return dep - t
 }
 
