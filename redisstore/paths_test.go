@@ -75,7 +75,7 @@ func testSlots(t *testing.T, c rueidis.Client) {
 func testOpen(t *testing.T, url string) {
 	ctx := context.Background()
 	p := &sluice.Policy{Name: "open", Algorithm: sluice.SlidingWindow, Limit: 2, Period: time.Minute}
-	s, err := redisstore.Open(url, redisstore.WithPrefix(rstest.Prefix()))
+	s, err := redisstore.Open(url, rstest.Defaults()...)
 	if err != nil {
 		t.Fatalf("Open(%q): %v", url, err)
 	}
@@ -124,7 +124,7 @@ func TestOpenTLSAndUnix(t *testing.T) {
 		tlsSrv.URL() + "?skip_verify=true",
 		"unix://" + sock,
 	} {
-		s, err := redisstore.Open(url)
+		s, err := redisstore.Open(url, rstest.Defaults()...)
 		if err != nil {
 			t.Fatalf("Open(%q): %v", url, err)
 		}

@@ -32,7 +32,7 @@ func target(c rueidis.Client) rstest.Target {
 	ctx := context.Background()
 	return rstest.Target{
 		New: func(t *testing.T, opts ...redisstore.Option) *redisstore.Store {
-			return redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix(rstest.Prefix())}, opts...)...)
+			return redisstore.New(c, append(rstest.Defaults(), opts...)...)
 		},
 		ExpireTime: func(t *testing.T, key string) int64 {
 			when, err := c.Do(ctx, c.B().Pexpiretime().Key(key).Build()).AsInt64()

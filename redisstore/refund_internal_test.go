@@ -44,7 +44,7 @@ func TestRefund(t *testing.T) {
 			}
 			for trial := 0; trial < 150; trial++ {
 				p := policies[trial%len(policies)]
-				clock := storetest.NewClock(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC))
+				clock := storetest.NewClock(storetest.Epoch)
 				s := New(c, WithPrefix(fmt.Sprintf("refund%d:", trial)), WithClock(clock))
 				var ref sluice.State // the key without x
 				step := func() {

@@ -17,11 +17,11 @@ func target(c redis.UniversalClient, forEach func(func(*redis.Client) error) err
 	ctx := context.Background()
 	return rstest.Target{
 		New: func(t *testing.T, opts ...redisstore.Option) *redisstore.Store {
-			return goredis.New(c, append([]redisstore.Option{redisstore.WithPrefix(rstest.Prefix())}, opts...)...)
+			return goredis.New(c, append(rstest.Defaults(), opts...)...)
 		},
 		ExpireTime: func(t *testing.T, key string) int64 {
 			// Do rather than PExpireTime, whose Duration would hold the
-			// century-ahead test times in nanoseconds.
+			// far-future test times (storetest.Epoch) in nanoseconds.
 			when, err := c.Do(ctx, "PEXPIRETIME", key).Int64()
 			if err != nil {
 				t.Fatalf("PEXPIRETIME %q: %v", key, err)

@@ -11,9 +11,9 @@ import (
 	"github.com/sluicehq/sluice/storetest"
 )
 
-// diffEpoch starts the differential traces: in the future (see Future) and
+// diffEpoch starts the differential traces: in the future (see storetest.Epoch) and
 // on a day boundary.
-var diffEpoch = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+var diffEpoch = storetest.Epoch
 
 // Differential replays random traces on a store and on sluice.Decide over a
 // local map of states, and wants every Result equal. Like the Redis store, the

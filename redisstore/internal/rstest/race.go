@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/storetest"
 )
 
 // CrossSlotRace: goroutines race all-or-nothing checks of a per-user limit and
@@ -26,8 +27,8 @@ func CrossSlotRace(t *testing.T, tg Target) {
 		t.Run(string(algs[0])+"+"+string(algs[1]), func(t *testing.T) {
 			t.Parallel()
 			const users, perUser, global = 4, 20, 50
-			clock := Future(fixedClock{time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)})
-			s := tg.New(t, redisstore.WithClock(clock), redisstore.WithTimeout(5*time.Second))
+			clock := storetest.NewClock(storetest.Epoch) // stands still
+			s := tg.New(t, redisstore.WithClock(clock))
 			user := &sluice.Policy{Name: "user", Algorithm: algs[0], Limit: perUser, Period: time.Hour}
 			all := &sluice.Policy{Name: "global", Algorithm: algs[1], Limit: global, Period: time.Hour}
 			var mu sync.Mutex
@@ -80,8 +81,3 @@ func CrossSlotRace(t *testing.T, tg Target) {
 		})
 	}
 }
-
-// fixedClock stands still.
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
