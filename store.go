@@ -44,3 +44,10 @@ func CheckRequest(req Request) error {
 	}
 	return nil
 }
+
+// Resetter is implemented by stores that can forget a key's state, returning
+// it to its initial, unused state (an operator's reset; the service's admin
+// API uses it).
+type Resetter interface {
+	Reset(ctx context.Context, p *Policy, key string) error
+}

@@ -32,7 +32,10 @@ type Store struct {
 	now      func() int64 // microseconds since the epoch
 }
 
-var _ sluice.Store = (*Store)(nil)
+var (
+	_ sluice.Store    = (*Store)(nil)
+	_ sluice.Resetter = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*config)
@@ -158,6 +161,19 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 		j, found := sh.find(hashes[i], ids[i])
 		sh.put(hashes[i], ids[i], found, j, r.Policy.Algorithm, next[i], now, results[i], s.perShard)
 	}
+	return nil
+}
+
+// Reset implements sluice.Resetter: it forgets the state of (p, key).
+func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
+	id := entryKey{policy: p.Name, key: key}
+	h := s.hash(id)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	if i, ok := sh.find(h, id); ok {
+		sh.remove(int(i))
+	}
+	sh.mu.Unlock()
 	return nil
 }
 

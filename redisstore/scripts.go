@@ -31,6 +31,8 @@ var (
 	luaMain string
 	//go:embed lua/batch.lua
 	luaBatch string
+	//go:embed lua/reset.lua
+	luaReset string
 )
 
 // Script is one of this package's Lua scripts, as a Runner sees it: run it
@@ -80,6 +82,7 @@ var (
 	// scriptBatch holds every algorithm, so one script serves any mix.
 	scriptBatch = newScript("batch", luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
 		luaTokenBucket, luaGCRA, luaLeakyBucket, luaBatch)
+	scriptReset = newScript("reset", luaReset)
 )
 
 // scriptFor returns the single-request script of algorithm a.

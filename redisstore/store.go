@@ -23,7 +23,10 @@ type Store struct {
 	timeout time.Duration
 }
 
-var _ sluice.Store = (*Store)(nil)
+var (
+	_ sluice.Store    = (*Store)(nil)
+	_ sluice.Resetter = (*Store)(nil)
+)
 
 // Open connects to the Redis that url names and returns a Store owning the
 // connection (Close closes it). url is parsed by rueidis.ParseURL:
@@ -142,6 +145,17 @@ func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []
 	}
 	for i, r := range reqs {
 		results[i] = result(r.Policy, reply[batchStride*i:])
+	}
+	return nil
+}
+
+// Reset implements sluice.Resetter: it deletes the key holding (p, key).
+func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var reply [1]int64
+	if err := s.run.Run(ctx, scriptReset, []string{redisKey(s.prefix, p, key)}, nil, reply[:]); err != nil {
+		return scriptError(scriptReset, err)
 	}
 	return nil
 }

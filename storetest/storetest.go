@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("InputErrors", func(t *testing.T) { testInputErrors(t, open) })
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
+	t.Run("Reset", func(t *testing.T) { testReset(t, open) })
 }
 
 // env is one case: a fresh store and its clock.
