@@ -1,0 +1,156 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// DefaultMaxDelay is how long a call waits at most for a leaky bucket's Delay
+// unless MaxDelay says otherwise.
+const DefaultMaxDelay = httplimit.DefaultMaxDelay
+
+// Quota is one limit and the Result it gave, as in package httplimit.
+type Quota = httplimit.Quota
+
+// ShadowDenial reports that a shadow limit would have denied a call; see
+// httplimit.ShadowDenial.
+type ShadowDenial = httplimit.ShadowDenial
+
+// Option configures an Interceptor; pass options to New.
+type Option func(*config) error
+
+// LimitOption configures one limit; pass them to Limit.
+type LimitOption func(*limit)
+
+type config struct {
+	limits     []limit
+	v6Bits     int
+	cost       func(ctx context.Context, fullMethod string) int64
+	onError    func(ctx context.Context, fullMethod string, err error) error
+	onShadow   func(ctx context.Context, fullMethod string, d ShadowDenial)
+	logger     *slog.Logger
+	jitter     time.Duration
+	maxDelay   time.Duration
+	quiet      bool
+	shadowAll  bool
+	policyName map[string]bool
+}
+
+type limit struct {
+	limiter  *sluice.Limiter
+	policy   sluice.Policy // a copy, so Quota can point at it
+	key      Key
+	fallback Key
+	shadow   bool
+}
+
+// Limit adds a limit: every call is counted by limiter under the key that key
+// derives from it. All the enforced limits are checked together, all or
+// nothing (sluice.AllowAll), so they must share one store, and each needs its
+// own policy name. A call for which key yields no key (absent metadata) is not
+// counted by this limit, unless FallbackKey says otherwise.
+func Limit(limiter *sluice.Limiter, key Key, opts ...LimitOption) Option {
+	return func(c *config) error {
+		if limiter == nil {
+			return errors.New("grpclimit: Limit: limiter is nil")
+		}
+		p := limiter.Policy()
+		if key.get == nil {
+			return fmt.Errorf("grpclimit: Limit %q: key is the zero Key; use ByPeer, ByMetadata, ByMethod, ByFunc, Global or Keys", p.Name)
+		}
+		if c.policyName[p.Name] {
+			return fmt.Errorf("grpclimit: Limit %q: two limits share the policy name, and with it their counters", p.Name)
+		}
+		c.policyName[p.Name] = true
+		l := limit{limiter: limiter, policy: p, key: key}
+		for _, o := range opts {
+			o(&l)
+		}
+		c.limits = append(c.limits, l)
+		return nil
+	}
+}
+
+// FallbackKey keys the calls that the limit's own key has no key for by k
+// instead, e.g. FallbackKey(ByPeer()). The two kinds of keys are kept apart.
+func FallbackKey(k Key) LimitOption { return func(l *limit) { l.fallback = k } }
+
+// Shadow puts one limit in shadow mode: decided and reported (OnShadowDenial)
+// but never enforced, and not sent to clients. It is charged only for calls
+// the enforced limits admit, and peeked at (cost 0) otherwise.
+func Shadow() LimitOption { return func(l *limit) { l.shadow = true } }
+
+// ShadowAll puts every limit in shadow mode (see Shadow).
+func ShadowAll() Option { return func(c *config) error { c.shadowAll = true; return nil } }
+
+// OnShadowDenial sets the function called each time a shadow limit would have
+// denied a call. The default logs a line at level Warn.
+func OnShadowDenial(f func(ctx context.Context, fullMethod string, d ShadowDenial)) Option {
+	return func(c *config) error { c.onShadow = f; return nil }
+}
+
+// IPv6Prefix sets how many leading bits of an IPv6 peer address ByPeer keys on
+// (1 to 128; default 64).
+func IPv6Prefix(bits int) Option {
+	return func(c *config) error {
+		if bits < 1 || bits > 128 {
+			return fmt.Errorf("grpclimit: IPv6Prefix: %d bits, want 1 to 128", bits)
+		}
+		c.v6Bits = bits
+		return nil
+	}
+}
+
+// Cost sets the function that says how many units a call costs on every
+// limit (default 1). A cost of 0 only peeks.
+func Cost(f func(ctx context.Context, fullMethod string) int64) Option {
+	return func(c *config) error { c.cost = f; return nil }
+}
+
+// OnError sets what a call whose limits could not be checked (the store
+// failed, a key function returned an error, the cost is invalid) returns to
+// the client. The default logs the error and returns codes.Unavailable, or
+// codes.ResourceExhausted without RetryInfo for a cost above a limit's
+// capacity, which no retry can fix.
+func OnError(f func(ctx context.Context, fullMethod string, err error) error) Option {
+	return func(c *config) error { c.onError = f; return nil }
+}
+
+// Logger sets the logger of the default error and shadow handlers
+// (slog.Default() otherwise).
+func Logger(l *slog.Logger) Option { return func(c *config) error { c.logger = l; return nil } }
+
+// RetryJitter adds a random delay of up to max to every advertised retry
+// delay, so that clients denied together do not return together. It only ever
+// adds time.
+func RetryJitter(max time.Duration) Option {
+	return func(c *config) error {
+		if max < 0 {
+			return fmt.Errorf("grpclimit: RetryJitter: negative bound %v", max)
+		}
+		c.jitter = max
+		return nil
+	}
+}
+
+// MaxDelay bounds how long a call admitted by a leaky bucket waits for its
+// Delay before the handler runs (default DefaultMaxDelay); see
+// httplimit.MaxDelay, whose rules it follows. MaxDelay(0) turns shaping off.
+func MaxDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("grpclimit: MaxDelay: negative %v", d)
+		}
+		c.maxDelay = d
+		return nil
+	}
+}
+
+// NoMetadataWhenAllowed sends the rate-limit metadata on denials only.
+func NoMetadataWhenAllowed() Option { return func(c *config) error { c.quiet = true; return nil } }

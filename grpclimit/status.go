@@ -1,0 +1,77 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Response metadata keys: the HTTP fields of the same names, with the same
+// values (see httplimit.FormatPolicy and httplimit.FormatRateLimit).
+const (
+	MetadataPolicy     = "ratelimit-policy"
+	MetadataRateLimit  = "ratelimit"
+	MetadataRetryAfter = "retry-after" // whole seconds, rounded up
+)
+
+// metadata returns the rate-limit metadata for quotas, with retry-after when
+// retry > 0.
+func (in *Interceptor) metadata(quotas []Quota, retry time.Duration) metadata.MD {
+	policy := in.policyAll
+	if len(quotas) != len(in.enforced) {
+		policy = httplimit.FormatPolicy(quotas)
+	}
+	md := metadata.MD{
+		MetadataPolicy:    {policy},
+		MetadataRateLimit: {httplimit.FormatRateLimit(quotas)},
+	}
+	if retry > 0 {
+		md[MetadataRetryAfter] = []string{strconv.FormatInt(httplimit.Seconds(retry), 10)}
+	}
+	return md
+}
+
+// denial is the status of a denied call: ResourceExhausted with a RetryInfo
+// (retry rounded up to the millisecond, so a client that obeys it is never
+// early) and a QuotaFailure naming the limits without room for the cost.
+func denial(quotas []Quota, cost int64, retry time.Duration) error {
+	retry = (retry + time.Millisecond - 1).Truncate(time.Millisecond)
+	qf := &errdetails.QuotaFailure{}
+	var names []string
+	for _, q := range quotas {
+		if q.Result.Remaining < cost {
+			names = append(names, q.Policy.Name)
+			qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
+				Subject:     "policy:" + q.Policy.Name,
+				Description: fmt.Sprintf("%d per %v", q.Policy.Limit, q.Policy.Period),
+			})
+		}
+	}
+	st := status.New(codes.ResourceExhausted,
+		fmt.Sprintf("rate limit exceeded (%s); retry in %v", strings.Join(names, ", "), retry))
+	if d, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}, qf); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// defaultError is the default OnError.
+func (in *Interceptor) defaultError(ctx context.Context, method string, err error) error {
+	if errors.Is(err, sluice.ErrExceedsCapacity) {
+		in.cfg.logger.InfoContext(ctx, "grpclimit: call cost exceeds a limit's capacity", "method", method, "err", err)
+		return status.Error(codes.ResourceExhausted, "the call costs more than a rate limit can ever admit at once")
+	}
+	in.cfg.logger.ErrorContext(ctx, "grpclimit: cannot check rate limits", "method", method, "err", err)
+	return status.Error(codes.Unavailable, "the rate limiter is unavailable")
+}

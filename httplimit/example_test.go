@@ -1,0 +1,42 @@
+package httplimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memory"
+)
+
+// Two requests a minute per API key (per address without one), and 1000 a
+// second for everyone, checked together.
+func Example() {
+	store := memory.New()
+	perKey, _ := sluice.New(store, sluice.Policy{Name: "per-key", Algorithm: sluice.GCRA, Limit: 2, Period: time.Minute})
+	global, _ := sluice.New(store, sluice.Policy{Name: "global", Algorithm: sluice.SlidingWindow, Limit: 1000, Period: time.Second})
+	mw, err := httplimit.New(
+		httplimit.Limit(perKey, httplimit.ByHeader("X-API-Key"), httplimit.FallbackKey(httplimit.ByIP())),
+		httplimit.Limit(global, httplimit.Global()),
+	)
+	if err != nil {
+		panic(err)
+	}
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "hello")
+	}))
+
+	for range 3 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", "alice")
+		h.ServeHTTP(w, r)
+		fmt.Printf("%d RateLimit-Policy: %s; Retry-After: %q\n", w.Code, w.Header().Get("RateLimit-Policy"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 RateLimit-Policy: "per-key";q=2;w=60, "global";q=1000;w=1; Retry-After: ""
+	// 200 RateLimit-Policy: "per-key";q=2;w=60, "global";q=1000;w=1; Retry-After: ""
+	// 429 RateLimit-Policy: "per-key";q=2;w=60, "global";q=1000;w=1; Retry-After: "30"
+}

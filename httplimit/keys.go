@@ -1,0 +1,128 @@
+package httplimit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Key tells a limit which bucket a request is counted in: requests with the
+// same key share one count. Build one with ByIP, ByHeader, ByFunc, Global or
+// Keys.
+//
+// A request for which a Key yields the empty string has no key — a header that
+// is absent, say. By default the limit then does not apply to that request;
+// FallbackKey names another Key to use instead.
+type Key struct {
+	get func(*request) (string, error)
+}
+
+// request is one request as the keys see it. The client address is worked out
+// once, and only if a key asks for it.
+type request struct {
+	*http.Request
+	m      *Middleware
+	ip     netip.Addr
+	ipDone bool
+}
+
+func (q *request) clientIP() netip.Addr {
+	if !q.ipDone {
+		q.ip = ClientIP(q.Request, q.m.cfg.trusted, q.m.cfg.ipHeaders...)
+		q.ipDone = true
+	}
+	return q.ip
+}
+
+// ByIP keys requests by client address (see ClientIP, TrustedProxies and
+// IPv6Prefix): an IPv4 address as it is, an IPv6 address by its /64 (or the
+// configured prefix). A request whose peer is not an IP address (a Unix
+// socket) has no key.
+func ByIP() Key {
+	return Key{get: func(q *request) (string, error) {
+		ip := q.clientIP()
+		if !ip.IsValid() {
+			return "", nil
+		}
+		return ipKey(ip, q.m.cfg.v6Bits), nil
+	}}
+}
+
+// ByHeader keys requests by the first value of the header field name, such as
+// "X-API-Key". A request without the field, or with an empty value, has no key.
+func ByHeader(name string) Key {
+	name = http.CanonicalHeaderKey(name)
+	return Key{get: func(q *request) (string, error) {
+		if v := q.Header[name]; len(v) > 0 {
+			return v[0], nil
+		}
+		return "", nil
+	}}
+}
+
+// ByFunc keys requests by what f returns. f returns "" when the request has no
+// key; an error fails the request through the error handler (see OnError).
+func ByFunc(f func(*http.Request) (string, error)) Key {
+	return Key{get: func(q *request) (string, error) { return f(q.Request) }}
+}
+
+// Global puts every request in one bucket, for a limit on the whole service.
+func Global() Key {
+	return Key{get: func(*request) (string, error) { return "global", nil }}
+}
+
+// Keys combines several keys into one: a request is counted per distinct
+// combination, e.g. Keys(ByHeader("X-API-Key"), ByIP()) per API key and
+// address. The parts are joined unambiguously (no two different combinations
+// make the same key). A request that lacks any of the parts has no key.
+func Keys(keys ...Key) Key {
+	for _, k := range keys {
+		if k.get == nil {
+			return Key{} // so that Limit reports the zero Key
+		}
+	}
+	return Key{get: func(q *request) (string, error) {
+		var b strings.Builder
+		for i, k := range keys {
+			part, err := k.get(q)
+			if err != nil || part == "" {
+				return "", err
+			}
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			writeEscaped(&b, part)
+		}
+		return b.String(), nil
+	}}
+}
+
+// writeEscaped writes s with '\' and '|' escaped by a backslash, so that '|'
+// separates the parts of a combined key and nothing else.
+func writeEscaped(b *strings.Builder, s string) {
+	if !strings.ContainsAny(s, `\|`) {
+		b.WriteString(s)
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' || s[i] == '|' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+}
+
+// fitKey makes any key acceptable to a store: one longer than
+// sluice.MaxKeyLen (a huge header value) is replaced by its SHA-256, so it is
+// still counted on its own instead of failing the request.
+func fitKey(k string) string {
+	if len(k) <= sluice.MaxKeyLen {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,257 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// DefaultMaxDelay is how long a request waits at most for a leaky bucket's
+// Delay unless MaxDelay says otherwise.
+const DefaultMaxDelay = 10 * time.Second
+
+// Option configures a Middleware; pass options to New.
+type Option func(*config) error
+
+// LimitOption configures one limit; pass them to Limit.
+type LimitOption func(*limit)
+
+type config struct {
+	limits     []limit
+	trusted    []netip.Prefix
+	ipHeaders  []string
+	v6Bits     int
+	cost       func(*http.Request) int64
+	onDeny     DenyHandler
+	onError    ErrorHandler
+	onShadow   func(*http.Request, ShadowDenial)
+	logger     *slog.Logger
+	jitter     time.Duration
+	maxDelay   time.Duration
+	quiet      bool // no rate-limit fields on allowed responses
+	legacy     bool
+	shadowAll  bool
+	policyName map[string]bool
+}
+
+// limit is one Limit option: a limiter and how to key requests for it.
+type limit struct {
+	limiter  *sluice.Limiter
+	policy   sluice.Policy // a copy, so Quota can point at it
+	key      Key
+	fallback Key
+	shadow   bool
+}
+
+// Limit adds a limit: every request is counted by limiter under the key that
+// key derives from it. All the enforced limits of a Middleware are checked
+// together, all or nothing (sluice.AllowAll): a request denied by one limit
+// consumes nothing on the others. So they must share one store, and each
+// needs its own policy name.
+//
+// A request for which key yields no key (a missing header) is not counted by
+// this limit at all, unless FallbackKey says otherwise: the per-key limit
+// cannot tell such requests apart, and lumping them into one bucket would let
+// one of them starve the rest. Add a Global limit, or a fallback, to bound them.
+func Limit(limiter *sluice.Limiter, key Key, opts ...LimitOption) Option {
+	return func(c *config) error {
+		if limiter == nil {
+			return errors.New("httplimit: Limit: limiter is nil")
+		}
+		p := limiter.Policy()
+		if key.get == nil {
+			return fmt.Errorf("httplimit: Limit %q: key is the zero Key; use ByIP, ByHeader, ByFunc, Global or Keys", p.Name)
+		}
+		if c.policyName[p.Name] {
+			return fmt.Errorf("httplimit: Limit %q: two limits share the policy name, and with it their counters", p.Name)
+		}
+		c.policyName[p.Name] = true
+		l := limit{limiter: limiter, policy: p, key: key}
+		for _, o := range opts {
+			o(&l)
+		}
+		c.limits = append(c.limits, l)
+		return nil
+	}
+}
+
+// FallbackKey keys the requests that the limit's own key has no key for
+// (say, no X-API-Key header) by k instead, e.g. FallbackKey(ByIP()). The two
+// kinds of keys are kept apart, so a header value can never name a fallback
+// bucket.
+func FallbackKey(k Key) LimitOption { return func(l *limit) { l.fallback = k } }
+
+// Shadow puts one limit in shadow mode: its decisions are computed and
+// reported (see OnShadowDenial) but never enforced, and its fields are not
+// sent to clients, who must not slow down for a limit that does not exist
+// yet. Use it to try a new limit on real traffic.
+//
+// A shadow limit is decided apart from the enforced ones, after them: it is
+// charged when the request is admitted, and only peeked at (cost 0) when the
+// enforced limits deny it, because a denied request consumes nothing.
+func Shadow() LimitOption { return func(l *limit) { l.shadow = true } }
+
+// ShadowAll puts every limit in shadow mode (see Shadow).
+func ShadowAll() Option {
+	return func(c *config) error { c.shadowAll = true; return nil }
+}
+
+// OnShadowDenial sets the function called each time a shadow limit would
+// have denied a request, to count or log it. It runs on the request's
+// goroutine, before the request is handled. The default logs a line at level
+// Warn with the policy and the retry delay.
+func OnShadowDenial(f func(r *http.Request, d ShadowDenial)) Option {
+	return func(c *config) error { c.onShadow = f; return nil }
+}
+
+// TrustedProxies lists the proxies (addresses or CIDR prefixes, such as
+// "10.0.0.0/8" or "::1") whose report of the client address is believed:
+// only a request whose immediate peer is one of them has its client address
+// read from the headers of ClientIPHeaders. Without it, the client is always
+// the peer, as any client can write those headers.
+func TrustedProxies(cidrs ...string) Option {
+	return func(c *config) error {
+		for _, s := range cidrs {
+			p, err := parsePrefix(s)
+			if err != nil {
+				return fmt.Errorf("httplimit: TrustedProxies: %w", err)
+			}
+			c.trusted = append(c.trusted, p)
+		}
+		return nil
+	}
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		s = a.String() + "/" + fmt.Sprint(a.BitLen())
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	// Client addresses are compared unmapped, so an IPv4-mapped prefix must be
+	// unmapped too or it would never match.
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
+}
+
+// ClientIPHeaders names the header fields the trusted proxies use to report
+// the client, most preferred first; the first one present in a request is
+// read (see ClientIP for how). The default is X-Forwarded-For alone.
+//
+// Name only fields your proxies set or overwrite: a field they pass through
+// untouched is written by the client. A proxy that appends to
+// X-Forwarded-For but forwards a client's Forwarded field as it is would let
+// any client choose its address if Forwarded were listed here.
+func ClientIPHeaders(names ...string) Option {
+	return func(c *config) error {
+		if len(names) == 0 {
+			return errors.New("httplimit: ClientIPHeaders: no header names")
+		}
+		c.ipHeaders = c.ipHeaders[:0]
+		for _, n := range names {
+			c.ipHeaders = append(c.ipHeaders, http.CanonicalHeaderKey(n))
+		}
+		return nil
+	}
+}
+
+// IPv6Prefix sets how many leading bits of an IPv6 client address ByIP keys
+// on (1 to 128; the default is 64, the usual assignment to one subscriber).
+func IPv6Prefix(bits int) Option {
+	return func(c *config) error {
+		if bits < 1 || bits > 128 {
+			return fmt.Errorf("httplimit: IPv6Prefix: %d bits, want 1 to 128", bits)
+		}
+		c.v6Bits = bits
+		return nil
+	}
+}
+
+// Cost sets the function that says how many units a request costs on every
+// limit (the default is 1). A cost of 0 only peeks; a cost above a limit's
+// capacity can never be admitted and fails with sluice.ErrExceedsCapacity
+// (see OnError).
+func Cost(f func(*http.Request) int64) Option {
+	return func(c *config) error { c.cost = f; return nil }
+}
+
+// OnDeny replaces the response to a denied request (by default a
+// problem+json body, see WriteDenial). The rate-limit fields, Retry-After and
+// Cache-Control: no-store are set before h runs; h writes the status and the
+// body.
+func OnDeny(h DenyHandler) Option {
+	return func(c *config) error { c.onDeny = h; return nil }
+}
+
+// OnError replaces the response to a request whose limits could not be
+// checked: the store failed, a key function returned an error, or the cost
+// is invalid. The default logs the error and answers 503 (413 for a cost
+// above a limit's capacity, which no retry can fix) with a problem+json body.
+func OnError(h ErrorHandler) Option {
+	return func(c *config) error { c.onError = h; return nil }
+}
+
+// Logger sets the logger of the default error and shadow handlers
+// (slog.Default() otherwise).
+func Logger(l *slog.Logger) Option {
+	return func(c *config) error { c.logger = l; return nil }
+}
+
+// RetryJitter adds a random delay of up to max to every Retry-After, so that
+// clients denied together do not all come back at the same instant. It only
+// ever adds time: a client never returns before it would be admitted.
+func RetryJitter(max time.Duration) Option {
+	return func(c *config) error {
+		if max < 0 {
+			return fmt.Errorf("httplimit: RetryJitter: negative bound %v", max)
+		}
+		c.jitter = max
+		return nil
+	}
+}
+
+// MaxDelay bounds how long a request admitted by a leaky bucket waits for its
+// Delay before it is passed on (default DefaultMaxDelay). A request whose
+// Delay is longer waits d and then proceeds: the store has already counted
+// it, so turning it away would waste its slot without relieving the queue,
+// and the long-run rate still holds — only that request's spacing is lost.
+// To keep the spacing exact, size the bucket so that Burst × Period/Limit is
+// at most d; MaxDelay(0) turns shaping off. The wait also ends, without
+// calling the handler, when the request's context is done.
+func MaxDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("httplimit: MaxDelay: negative %v", d)
+		}
+		c.maxDelay = d
+		return nil
+	}
+}
+
+// NoHeadersWhenAllowed sends RateLimit-Policy and RateLimit (and the legacy
+// fields) on denials only, not on every allowed response.
+func NoHeadersWhenAllowed() Option {
+	return func(c *config) error { c.quiet = true; return nil }
+}
+
+// LegacyHeaders also sends X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset (seconds from now). They describe one limit, so with
+// several the most restrictive is reported: the one with the fewest units
+// remaining.
+func LegacyHeaders() Option {
+	return func(c *config) error { c.legacy = true; return nil }
+}

@@ -1,0 +1,145 @@
+package httplimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memory"
+)
+
+// departures records when requests reach the handler.
+type departures struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (d *departures) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	d.times = append(d.times, time.Now())
+	d.mu.Unlock()
+}
+
+func (d *departures) offsets() []time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	slices.SortFunc(d.times, func(a, b time.Time) int { return a.Compare(b) })
+	var out []time.Duration
+	for _, t := range d.times {
+		out = append(out, t.Sub(d.times[0]))
+	}
+	return out
+}
+
+// burst sends n requests at once and waits for all of them.
+func burst(t *testing.T, url string, n int) []int {
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			res, err := http.Get(url)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			res.Body.Close()
+			codes[i] = res.StatusCode
+		})
+	}
+	wg.Wait()
+	return codes
+}
+
+// A leaky bucket of 50 a second (one every 20 ms) passes six simultaneous
+// requests to the handler 20 ms apart. This needs real time: the wait is real.
+func TestLeakyBucketShapesTraffic(t *testing.T) {
+	const spacing = 20 * time.Millisecond
+	lim := newLimiter(t, memory.New(), sluice.Policy{Name: "shaper", Algorithm: sluice.LeakyBucket, Limit: 50, Period: time.Second, Burst: 10})
+	var d departures
+	srv := serveHandler(t, &d, httplimit.Limit(lim, httplimit.Global()))
+	for i, c := range burst(t, srv.URL, 6) {
+		if c != http.StatusOK {
+			t.Fatalf("request %d: %d", i, c)
+		}
+	}
+	checkSpacing(t, d.offsets(), spacing)
+}
+
+// checkSpacing checks departure offsets from the first: departure k is never
+// earlier than k·spacing (a timer cannot fire early, and the first departs
+// as soon as it is decided), and the typical gap is about spacing. The median
+// gap, not the largest, is bounded above, so that one request the scheduler
+// is slow to run on a loaded machine does not fail the test.
+func checkSpacing(t *testing.T, offsets []time.Duration, spacing time.Duration) {
+	t.Helper()
+	var gaps []time.Duration
+	for k, off := range offsets {
+		if off < time.Duration(k)*spacing-5*time.Millisecond {
+			t.Fatalf("departure offsets %v: %d left before %v", offsets, k, time.Duration(k)*spacing)
+		}
+		if k > 0 {
+			gaps = append(gaps, off-offsets[k-1])
+		}
+	}
+	slices.Sort(gaps)
+	if m := gaps[len(gaps)/2]; m > spacing*3/2 {
+		t.Fatalf("departure offsets %v: median gap %v, want about %v", offsets, m, spacing)
+	}
+}
+
+// A Delay beyond MaxDelay waits MaxDelay, then proceeds.
+func TestMaxDelay(t *testing.T) {
+	// One unit every 10 s: the second request's Delay is 10 s.
+	lim := newLimiter(t, memory.New(), sluice.Policy{Name: "shaper", Algorithm: sluice.LeakyBucket, Limit: 1, Period: 10 * time.Second, Burst: 5})
+	srv := serve(t, httplimit.Limit(lim, httplimit.Global()), httplimit.MaxDelay(50*time.Millisecond))
+	get(t, srv.URL)
+	start := time.Now()
+	if r := get(t, srv.URL); r.StatusCode != http.StatusOK {
+		t.Fatalf("%d", r.StatusCode)
+	}
+	if took := time.Since(start); took < 50*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("the request took %v, want MaxDelay (50ms), not its 10s Delay", took)
+	}
+}
+
+// A request whose context ends while it waits never reaches the handler.
+func TestWaitEndsWithTheRequest(t *testing.T) {
+	lim := newLimiter(t, memory.New(), sluice.Policy{Name: "shaper", Algorithm: sluice.LeakyBucket, Limit: 5, Period: time.Second, Burst: 5})
+	var d departures
+	done := make(chan struct{}, 2)
+	mw, err := httplimit.New(httplimit.Limit(lim, httplimit.Global()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := mw.Handler(&d)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(w, r)
+		done <- struct{}{}
+	}))
+	defer srv.Close()
+	get(t, srv.URL) // departs at once; the next waits 200 ms
+	<-done
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatalf("the client got %d before its deadline", res.StatusCode)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the middleware never returned")
+	}
+	// Had the wait not ended with the request, the handler would have run
+	// once the 200 ms were up, before the middleware returned.
+	if n := len(d.offsets()); n != 1 {
+		t.Fatalf("the handler ran %d times, want once", n)
+	}
+}
