@@ -1,0 +1,158 @@
+// Package config reads Sluice's YAML configuration: the store to use, named
+// policies, and Envoy rate limit domains with their descriptor trees.
+//
+// Two file formats are accepted, told apart by their top-level keys. The
+// native format has a store: section and a list of policies:
+//
+//	store:
+//	  url: redis://127.0.0.1:6379
+//	  timeout: 50ms
+//	policies:
+//	  - name: api_per_key
+//	    algorithm: gcra
+//	    limit: 100
+//	    period: 1m
+//	    burst: 20
+//
+// envoyproxy/ratelimit's format is loaded as is: a domain: and nested
+// descriptors: with key, value, rate_limit {unit, requests_per_unit, name,
+// unlimited, replaces}, shadow_mode. Its limits are fixed windows aligned to
+// the epoch, as in envoyproxy/ratelimit. Sluice's extensions: algorithm, burst
+// and period inside rate_limit, and rate_limits: a list of several limits on
+// one descriptor.
+//
+// Parsing is strict: an unknown field, a wrong type or an invalid value is an
+// error naming the file, the line and the field, and Load reports every problem
+// it finds, not just the first. A Config is immutable once loaded; a reload
+// builds a new one.
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Config is a validated set of configuration files.
+type Config struct {
+	// Store is the store section; the zero value when no file sets one.
+	Store Store
+	// Policies holds every limit by name: the native policies and the limits
+	// defined on Envoy descriptors.
+	Policies map[string]*Policy
+	// Domains holds the Envoy rate limit domains by name.
+	Domains map[string]*Domain
+	// Files are the files the Config was read from, in order.
+	Files []string
+}
+
+// Store is the store section of the native format.
+type Store struct {
+	// URL selects the store: memory:// (or empty) for the embedded memory
+	// store, redis://, rediss:// or unix:// for Redis (see redisstore.Open).
+	URL string
+	// Timeout bounds each store call; 0 means the store's default.
+	Timeout time.Duration
+}
+
+// Policy is a limit as configured: the policy itself plus how the service
+// applies it.
+type Policy struct {
+	sluice.Policy
+	// Shadow policies are decided and counted but never enforced: a request
+	// they would deny is let through.
+	Shadow bool
+	// RuleName is the rate_limit's name: in an Envoy file, used by replaces.
+	RuleName string
+	// Replaces lists the RuleNames of limits this one replaces when both match
+	// one request (envoyproxy/ratelimit's replaces).
+	Replaces []string
+	// File and Line say where the policy is defined.
+	File string
+	Line int
+}
+
+// Domain is an Envoy rate limit domain: a tree of descriptors.
+type Domain struct {
+	Name        string
+	Descriptors []*Descriptor
+}
+
+// Descriptor is one node of a domain's tree. A request descriptor (a list of
+// key/value entries) walks the tree one entry per level; the limits of the
+// node where it ends apply.
+type Descriptor struct {
+	Key string
+	// Value is the exact value to match; "" matches any value of Key (a
+	// default); a Value ending in "*" matches every value with that prefix.
+	Value string
+	// Limits apply to a request descriptor that ends at this node. Empty when
+	// the node only groups children or is Unlimited.
+	Limits []*Policy
+	// Unlimited: a request descriptor ending here is always allowed.
+	Unlimited bool
+	Children  []*Descriptor
+}
+
+// Entry is one key/value pair of a request descriptor.
+type Entry struct{ Key, Value string }
+
+// Match is the outcome of matching one request descriptor.
+type Match struct {
+	// Limits to apply; empty when nothing matched or the match is Unlimited.
+	Limits []*Policy
+	// Unlimited: the descriptor matched an unlimited node.
+	Unlimited bool
+}
+
+// Policy returns the policy named name, or nil.
+func (c *Config) Policy(name string) *Policy { return c.Policies[name] }
+
+// Match finds the limits for one request descriptor in domain, the way
+// envoyproxy/ratelimit does: at each level an entry matches, in order of
+// preference, a node with the same key and value, a node with the same key
+// and a wildcard value ("prefix*") that the value starts with, or a node with
+// the same key and no value. The limits apply only when every entry matched
+// and the last node carries them. An unknown domain matches nothing.
+func (c *Config) Match(domain string, entries []Entry) Match {
+	d := c.Domains[domain]
+	if d == nil || len(entries) == 0 {
+		return Match{}
+	}
+	level := d.Descriptors
+	var node *Descriptor
+	for _, e := range entries {
+		node = matchLevel(level, e)
+		if node == nil {
+			return Match{}
+		}
+		level = node.Children
+	}
+	return Match{Limits: node.Limits, Unlimited: node.Unlimited}
+}
+
+func matchLevel(level []*Descriptor, e Entry) *Descriptor {
+	var wildcard, def *Descriptor
+	for _, n := range level {
+		if n.Key != e.Key {
+			continue
+		}
+		switch {
+		case n.Value == "":
+			if def == nil {
+				def = n
+			}
+		case strings.HasSuffix(n.Value, "*"):
+			if wildcard == nil && strings.HasPrefix(e.Value, n.Value[:len(n.Value)-1]) {
+				wildcard = n
+			}
+		case n.Value == e.Value:
+			return n
+		}
+	}
+	if wildcard != nil {
+		return wildcard
+	}
+	return def
+}

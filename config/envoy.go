@@ -1,0 +1,332 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"gopkg.in/yaml.v3"
+)
+
+// units are envoyproxy/ratelimit's units (matched case-insensitively, as it
+// does) with the lengths it uses: a month is 30 days and a year 365.
+// Ratelimit's optional calendar months (USE_CALENDAR_MONTH_RATE_LIMIT) have
+// no fixed length, so they cannot be a Period; Sluice's period: can express
+// any other length.
+var units = map[string]time.Duration{
+	"second": time.Second,
+	"minute": time.Minute,
+	"hour":   time.Hour,
+	"day":    24 * time.Hour,
+	"week":   7 * 24 * time.Hour,
+	"month":  30 * 24 * time.Hour,
+	"year":   365 * 24 * time.Hour,
+}
+
+const unitNames = "second, minute, hour, day, week, month or year"
+
+// Fields of a descriptor and of a rate_limit block: envoyproxy/ratelimit's,
+// then Sluice's extensions (rate_limits; algorithm, burst, period).
+var (
+	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode",
+		"detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "rate_limits"}
+	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
+		"algorithm", "burst", "period"}
+)
+
+// maxDepth bounds descriptor nesting. Real trees are a few levels deep; the
+// bound keeps the recursion and the YAML paths in problems short whatever the
+// file.
+const maxDepth = 64
+
+// envoy reads a file in envoyproxy/ratelimit's format.
+func (p *fileParser) envoy(root *yaml.Node, out *parsed) {
+	top, ok := p.mappingHint(root, "", " (Sluice's store: and policies: go in a file of their own)",
+		"domain", "descriptors")
+	if !ok {
+		return
+	}
+	if !p.need(top, "domain", "the domain's name, as Envoy's rate limit filter sends it") {
+		return
+	}
+	domain, ok := p.str(top, "domain")
+	if !ok {
+		return
+	}
+	if domain == "" {
+		p.errorf(top.get("domain"), "domain", "must not be empty")
+		return
+	}
+	d := &Domain{Name: domain}
+	out.domain, out.domainKey = d, top.get("domain")
+	if n := top.get("descriptors"); n != nil {
+		d.Descriptors, out.policies = p.descriptors(n, "descriptors", name{}.child(d.Name), 1)
+	}
+}
+
+// descriptors reads one level of a descriptor tree and returns it with the
+// policies of the whole subtree. parent is the name of the level above, from
+// which policy names derive.
+func (p *fileParser) descriptors(n *yaml.Node, path string, parent name, depth int) (level []*Descriptor, pols []placed) {
+	items, ok := p.list(n, path, "descriptors")
+	if !ok {
+		return nil, nil
+	}
+	if depth > maxDepth {
+		p.errorf(n, path, "descriptors nest deeper than %d levels", maxDepth)
+		return nil, nil
+	}
+	type keyValue struct{ key, value string }
+	seen := map[keyValue]int{}
+	for i, item := range items {
+		ipath := index(path, i)
+		f, ok := p.mapping(item, ipath, descriptorFields...)
+		if !ok {
+			continue
+		}
+		d, subtree, ok := p.descriptor(f, parent, depth)
+		if d == nil {
+			continue
+		}
+		// Ratelimit rejects a repeated key and value too: which one would apply?
+		kv := keyValue{d.Key, d.Value}
+		if line, dup := seen[kv]; dup {
+			p.errorf(f.node, ipath, "duplicate descriptor: key %q with value %q is already defined at line %d on this level",
+				d.Key, d.Value, line)
+			continue
+		}
+		seen[kv] = f.node.Line
+		if !ok {
+			continue
+		}
+		level = append(level, d)
+		pols = append(pols, subtree...)
+	}
+	return level, pols
+}
+
+// descriptor reads one descriptor, its limits and its children. It returns
+// the subtree's policies rather than registering them, so that a duplicate
+// descriptor is reported once, not again as clashes of the names below it.
+// d is nil when the key or value is unusable, ok false when anything is.
+func (p *fileParser) descriptor(f *fields, parent name, depth int) (d *Descriptor, pols []placed, ok bool) {
+	d = &Descriptor{}
+	idOK := p.need(f, "key", "the descriptor key, such as remote_address or generic_key")
+	if idOK {
+		d.Key, idOK = p.str(f, "key")
+		if idOK && d.Key == "" {
+			p.errorf(f.get("key"), join(f.path, "key"), "must not be empty")
+			idOK = false
+		}
+	}
+	if f.has("value") {
+		var set bool
+		d.Value, set = p.str(f, "value")
+		idOK = idOK && set
+	}
+	ok = idOK
+	shadow, fine := p.optBool(f, "shadow_mode")
+	ok = ok && fine
+	// Metric-only fields: checked for their type, otherwise ignored (Sluice's
+	// metrics are labelled by policy name and do not depend on them).
+	for _, key := range []string{"detailed_metric", "value_to_metric"} {
+		_, fine = p.optBool(f, key)
+		ok = ok && fine
+	}
+	// share_threshold and quota_mode change decisions; false is what
+	// leaving them out means, and loads.
+	if v, _ := p.boolean(f, "share_threshold"); v {
+		p.errorf(f.get("share_threshold"), join(f.path, "share_threshold"),
+			"share_threshold: true (one counter shared by every value the wildcard matches) is not supported by Sluice yet")
+		ok = false
+	}
+	if v, _ := p.boolean(f, "quota_mode"); v {
+		p.errorf(f.get("quota_mode"), join(f.path, "quota_mode"),
+			"quota_mode: true (soft limits reported in response metadata) is not supported by Sluice yet; shadow_mode is the closest")
+		ok = false
+	}
+
+	part := "." + d.Key
+	if d.Value != "" {
+		part += "_" + d.Value
+	}
+	here := parent.child(part)
+	for i, b := range p.limitBlocks(f) {
+		pname := here
+		if b.of > 1 {
+			pname = here.child(fmt.Sprintf(".%d", i+1))
+		}
+		pol, unlimited := p.rateLimit(b, pname.String(), shadow)
+		switch {
+		case unlimited && b.of > 1:
+			p.errorf(b.node, join(b.path, "unlimited"), "an unlimited descriptor cannot have other limits")
+			ok = false
+		case unlimited:
+			d.Unlimited = true
+		case pol != nil:
+			d.Limits = append(d.Limits, pol)
+			pols = append(pols, placed{pol, b.node, b.path, true})
+		default:
+			ok = false
+		}
+	}
+	if n := f.get("descriptors"); n != nil {
+		var below []placed
+		d.Children, below = p.descriptors(n, join(f.path, "descriptors"), here, depth+1)
+		pols = append(pols, below...)
+	}
+	if !idOK {
+		return nil, nil, false
+	}
+	return d, pols, ok
+}
+
+// block is one rate_limit block: the rate_limit field, or an item of
+// Sluice's rate_limits list, of which there are of.
+type block struct {
+	node *yaml.Node
+	path string
+	line int // where the policy is defined: the rate_limit key, or the list item
+	of   int
+}
+
+// limitBlocks returns a descriptor's rate_limit blocks, in order.
+func (p *fileParser) limitBlocks(f *fields) []block {
+	one, many := f.get("rate_limit"), f.get("rate_limits")
+	switch {
+	case one != nil && many != nil:
+		p.errorf(f.keys["rate_limits"], join(f.path, "rate_limits"),
+			"rate_limit and rate_limits cannot both be set: put every limit in rate_limits")
+		return nil
+	case one != nil:
+		return []block{{one, join(f.path, "rate_limit"), f.keys["rate_limit"].Line, 1}}
+	case many != nil:
+		path := join(f.path, "rate_limits")
+		items, ok := p.list(many, path, "rate_limit blocks")
+		if ok && len(items) == 0 {
+			p.errorf(many, path, "must not be empty; leave it out for a descriptor without limits")
+		}
+		blocks := make([]block, len(items))
+		for i, item := range items {
+			blocks[i] = block{item, index(path, i), deref(item).Line, len(items)}
+		}
+		return blocks
+	}
+	return nil
+}
+
+// rateLimit reads one rate_limit block into a policy called policyName, or
+// reports that the block is unlimited.
+func (p *fileParser) rateLimit(b block, policyName string, shadow bool) (pol *Policy, unlimited bool) {
+	f, ok := p.mapping(b.node, b.path, rateLimitFields...)
+	if !ok {
+		return nil, false
+	}
+	ruleName, set := p.str(f, "name")
+	ok = set || !f.has("name")
+	if unlimited, set = p.boolean(f, "unlimited"); !set && f.has("unlimited") {
+		return nil, false // whether the other fields are allowed is unknown
+	}
+	if unlimited {
+		for _, key := range []string{"unit", "requests_per_unit", "period", "algorithm", "burst"} {
+			if f.has(key) {
+				p.errorf(f.keys[key], join(f.path, key), "not allowed with unlimited: true, which has no limit to configure")
+			}
+		}
+		if f.has("replaces") {
+			p.errorf(f.keys["replaces"], join(f.path, "replaces"),
+				"replaces on an unlimited rate_limit is not supported by Sluice yet")
+		}
+		return nil, true
+	}
+
+	pol = &Policy{File: p.file, Line: b.line, Shadow: shadow, RuleName: ruleName}
+	pol.Name = policyName
+	pol.Algorithm = sluice.FixedWindow
+	bad := map[string]bool{}
+	periodKey := "unit"
+	switch hasUnit, hasPeriod := f.has("unit"), f.has("period"); {
+	case hasUnit && hasPeriod:
+		p.errorf(f.keys["period"], join(f.path, "period"),
+			"unit and period cannot both be set: unit is ratelimit's, period (a Go duration) is Sluice's")
+		bad["Period"] = true
+	case hasUnit:
+		if unit, known := p.str(f, "unit"); !known {
+			bad["Period"] = true
+		} else if pol.Period, known = units[strings.ToLower(unit)]; !known {
+			p.errorf(f.get("unit"), join(f.path, "unit"), "unknown unit %q; want %s", unit, unitNames)
+			bad["Period"] = true
+		}
+	case hasPeriod:
+		periodKey = "period"
+		var fine bool
+		if pol.Period, fine = p.duration(f, "period"); !fine {
+			bad["Period"] = true
+		}
+	default:
+		p.missing(f, "unit", unitNames+` (or Sluice's period: with a Go duration such as "90s")`)
+		bad["Period"] = true
+	}
+	if pol.Limit, set = p.integer(f, "requests_per_unit"); !p.need(f, "requests_per_unit",
+		"the number of requests admitted per unit, such as 100") || !set {
+		bad["Limit"] = true
+	}
+	if !bad["Limit"] && pol.Limit == 0 {
+		p.errorf(f.get("requests_per_unit"), join(f.path, "requests_per_unit"),
+			"0 (ratelimit's way to deny every request) is not supported by Sluice yet; want at least 1")
+		bad["Limit"] = true
+	}
+	if f.has("algorithm") {
+		if pol.Algorithm, set = p.algorithm(f, "algorithm"); !set {
+			bad["Algorithm"] = true
+		}
+	}
+	if pol.Burst, set = p.integer(f, "burst"); f.has("burst") && !set {
+		bad["Burst"] = true
+	}
+	if n := f.get("replaces"); n != nil {
+		pol.Replaces, set = p.replaces(n, join(f.path, "replaces"), ruleName)
+		ok = ok && set
+	}
+	valid := p.checkPolicy(pol.Policy, f.at(map[string]string{
+		"Algorithm": "algorithm", "Limit": "requests_per_unit", "Period": periodKey, "Burst": "burst",
+	}), bad)
+	if !ok || !valid {
+		return nil, false
+	}
+	return pol, false
+}
+
+// replaces reads a replaces list: [{name: rule}, ...], as ratelimit writes it.
+func (p *fileParser) replaces(n *yaml.Node, path, own string) ([]string, bool) {
+	items, ok := p.list(n, path, "{name: ...} entries")
+	if !ok {
+		return nil, false
+	}
+	names := make([]string, 0, len(items))
+	for i, item := range items {
+		f, fine := p.mapping(item, index(path, i), "name")
+		if !fine {
+			ok = false
+			continue
+		}
+		name, set := p.str(f, "name")
+		switch {
+		case !set && f.get("name") == nil:
+			p.missing(f, "name", "the name of the rate_limit this one replaces")
+			ok = false
+		case !set:
+			ok = false
+		case name == "":
+			p.errorf(f.get("name"), join(f.path, "name"), "must not be empty")
+			ok = false
+		case name == own:
+			p.errorf(f.get("name"), join(f.path, "name"), "a rate_limit cannot replace itself")
+			ok = false
+		default:
+			names = append(names, name)
+		}
+	}
+	return names, ok
+}

@@ -1,0 +1,91 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzParse checks that Parse never panics, that a failure is a well-formed
+// *Error, and that a success holds only valid policies, each reachable from
+// Policies under its own name. The committed corpus (testdata/fuzz/FuzzParse)
+// holds the examples and files exercising most error paths.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		y("policies:", "  - {name: a, algorithm: gcra, limit: 10, period: 1m, burst: 5, shadow: true}"),
+		y("store: {url: 'redis://h:6379', timeout: 10ms}"),
+		y("domain: d", "descriptors:", "  - key: k", "    value: 'v*'", "    rate_limit: {unit: second, requests_per_unit: 1}"),
+		y("domain: d", "descriptors:", "  - key: k", "    rate_limits:", "      - {algorithm: token_bucket, period: 90s, requests_per_unit: 3, burst: 9}",
+			"      - {unit: day, requests_per_unit: 100, name: daily, replaces: [{name: x}]}",
+			"    descriptors: [{key: j, rate_limit: {unlimited: true}}]"),
+		y("x: &x {unit: second, requests_per_unit: 1}"),
+		y("domain: d", "descriptors: [{key: a, rate_limit: &l {unit: minute, requests_per_unit: 2}}, {key: b, rate_limit: *l}]"),
+		y("policies: []", "---", "policies: []"),
+		"{]",
+	} {
+		f.Add([]byte(s))
+	}
+	examples, _ := filepath.Glob("../examples/*.yaml")
+	for _, path := range examples {
+		if data, err := os.ReadFile(path); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || len(e.Problems) == 0 || cfg != nil {
+				t.Fatalf("Parse = %v, %v; want nil and a non-empty *Error", cfg, err)
+			}
+			for _, p := range e.Problems {
+				if p.File != "fuzz.yaml" || p.Message == "" || p.Line < 0 || p.Column < 0 {
+					t.Fatalf("malformed problem %+v", p)
+				}
+			}
+			_ = e.Error()
+			return
+		}
+		if len(cfg.Files) != 1 || cfg.Files[0] != "fuzz.yaml" {
+			t.Fatalf("Files = %v", cfg.Files)
+		}
+		for name, p := range cfg.Policies {
+			if p == nil || p.Name != name {
+				t.Fatalf("Policies[%q] = %+v", name, p)
+			}
+			if err := p.Validate(); err != nil {
+				t.Fatalf("policy %q: %v", name, err)
+			}
+		}
+		for name, d := range cfg.Domains {
+			if d == nil || d.Name != name {
+				t.Fatalf("Domains[%q] = %+v", name, d)
+			}
+			checkTree(t, cfg, name, d.Descriptors, nil)
+		}
+	})
+}
+
+// checkTree checks that every limit under level is the policy of that name in
+// cfg.Policies, and that matching the path to each node does not panic and
+// yields only such policies.
+func checkTree(t *testing.T, cfg *Config, domain string, level []*Descriptor, path []Entry) {
+	for _, d := range level {
+		if d.Unlimited && len(d.Limits) > 0 {
+			t.Fatalf("descriptor %+v is unlimited and has limits", d)
+		}
+		for _, p := range d.Limits {
+			if cfg.Policies[p.Name] != p {
+				t.Fatalf("limit %q of descriptor %q is not Policies[%q]", p.Name, d.Key, p.Name)
+			}
+		}
+		here := append(path[:len(path):len(path)], Entry{d.Key, d.Value})
+		for _, p := range cfg.Match(domain, here).Limits {
+			if cfg.Policies[p.Name] != p {
+				t.Fatalf("Match(%v) returned %q, not in Policies", here, p.Name)
+			}
+		}
+		checkTree(t, cfg, domain, d.Children, here)
+	}
+}

@@ -1,0 +1,190 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+)
+
+// parsed is what one file contributes, before the files are merged.
+type parsed struct {
+	file      string
+	store     *Store
+	storeNode *yaml.Node // the store: key, for clashes between files
+	policies  []placed
+	domain    *Domain
+	domainKey *yaml.Node // the domain value, for clashes between files
+}
+
+// placed is a policy with the node and path a name clash is reported at.
+type placed struct {
+	pol     *Policy
+	node    *yaml.Node
+	field   string
+	derived bool // named after its place in an Envoy descriptor tree
+}
+
+// Load reads and merges configuration files. At most one of them may have a
+// store section; policy names (native ones and those derived from Envoy
+// descriptors) must be unique across all of them; an Envoy domain may be
+// defined in one file only. Every problem in every file is reported in one
+// *Error, so a broken deployment is fixed in one pass.
+func Load(paths ...string) (*Config, error) {
+	ps := &problems{}
+	if len(paths) == 0 {
+		ps.add(Problem{Message: "no configuration files given"})
+		return nil, ps.err(nil)
+	}
+	var files []*parsed
+	seen := map[string]string{}
+	for _, path := range paths {
+		clean := filepath.Clean(path)
+		if first, dup := seen[clean]; dup {
+			msg := "given twice"
+			if first != path {
+				msg += " (also as " + first + ")"
+			}
+			ps.add(Problem{File: path, Message: msg})
+			continue
+		}
+		seen[clean] = path
+		data, err := readFile(path)
+		if err != nil {
+			ps.add(Problem{File: path, Message: err.Error()})
+			continue
+		}
+		if f := parseFile(path, data, ps); f != nil {
+			files = append(files, f)
+		}
+	}
+	cfg := merge(files, ps)
+	if err := ps.err(paths); err != nil {
+		return nil, err
+	}
+	cfg.Files = append([]string(nil), paths...)
+	return cfg, nil
+}
+
+// Parse reads one file's contents; file names it in Config.Files and in
+// problems. Load is Parse for each file plus the merge rules.
+func Parse(file string, data []byte) (*Config, error) {
+	ps := &problems{}
+	var files []*parsed
+	if f := parseFile(file, data, ps); f != nil {
+		files = append(files, f)
+	}
+	cfg := merge(files, ps)
+	if err := ps.err([]string{file}); err != nil {
+		return nil, err
+	}
+	cfg.Files = []string{file}
+	return cfg, nil
+}
+
+// readFile reads at most one byte past the size limit, so that a huge file
+// (or a device) is refused without being read whole.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("cannot open: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("cannot read: %w", err)
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("file is larger than the maximum %d bytes (4 MiB)", maxFileSize)
+	}
+	return data, nil
+}
+
+// parseFile parses one file, telling the two formats apart by the domain key:
+// envoyproxy/ratelimit files must load unchanged, and they always have one.
+// It returns nil when the file cannot be used at all.
+func parseFile(file string, data []byte, ps *problems) *parsed {
+	p := &fileParser{file: file, out: ps}
+	root := p.document(data)
+	if root == nil {
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		p.errorf(root, "", "the top level must be a mapping: store: and policies: "+
+			"(Sluice's format) or domain: and descriptors: (envoyproxy/ratelimit's), got %s", describe(root))
+		return nil
+	}
+	out := &parsed{file: file}
+	envoy := false
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if k := root.Content[i]; k.Kind == yaml.ScalarNode && k.Value == "domain" {
+			envoy = true
+		}
+	}
+	if envoy {
+		p.envoy(root, out)
+	} else {
+		p.native(root, out)
+	}
+	// A descriptor's limits and those below it are collected in tree order:
+	// put them in file order, so that a clash blames the later definition.
+	sort.SliceStable(out.policies, func(i, j int) bool { return out.policies[i].pol.Line < out.policies[j].pol.Line })
+	return out
+}
+
+// merge builds the Config from the parsed files, reporting what clashes
+// between them (and between policies of one file).
+func merge(files []*parsed, ps *problems) *Config {
+	cfg := &Config{Policies: map[string]*Policy{}, Domains: map[string]*Domain{}}
+	var storeFile *parsed
+	domainAt := map[string]string{} // domain name -> "file:line" of its definition
+	policyAt := map[string]string{} // policy name -> "file:line" of its definition
+	for _, f := range files {
+		p := &fileParser{file: f.file, out: ps}
+		if f.store != nil {
+			if storeFile != nil {
+				p.errorf(f.storeNode, "store", "a store section is already set in %s:%d; only one file may set it",
+					storeFile.file, storeFile.storeNode.Line)
+			} else {
+				storeFile, cfg.Store = f, *f.store
+			}
+		}
+		if d := f.domain; d != nil {
+			if prev, dup := domainAt[d.Name]; dup {
+				p.errorf(f.domainKey, "domain", "domain %q is already defined at %s; a domain is defined in one file only",
+					d.Name, prev)
+			} else {
+				cfg.Domains[d.Name] = d
+				domainAt[d.Name] = fmt.Sprintf("%s:%d", f.file, f.domainKey.Line)
+			}
+		}
+		for _, pl := range f.policies {
+			name := pl.pol.Name
+			if prev, dup := policyAt[name]; dup {
+				how := ""
+				if pl.derived {
+					how = " (an Envoy limit is named domain.key_value.key_value...)"
+				}
+				p.errorf(pl.node, pl.field, "policy name %q%s is already used at %s; policy names must be unique across all files",
+					name, how, prev)
+				continue
+			}
+			cfg.Policies[name] = pl.pol
+			policyAt[name] = fmt.Sprintf("%s:%d", pl.pol.File, pl.pol.Line)
+		}
+	}
+	return cfg
+}

@@ -1,0 +1,133 @@
+package config
+
+import (
+	"errors"
+	"net/url"
+
+	"gopkg.in/yaml.v3"
+)
+
+// storeSchemes are the store URL schemes the server knows how to open.
+var storeSchemes = []string{"memory", "redis", "rediss", "unix"}
+
+// native reads a file in Sluice's own format: a store section and a list of
+// policies.
+func (p *fileParser) native(root *yaml.Node, out *parsed) {
+	before := len(p.out.list)
+	top, ok := p.mappingHint(root, "",
+		" (an envoyproxy/ratelimit file has domain: at the top)", "store", "policies")
+	if !ok {
+		return
+	}
+	if n := top.get("store"); n != nil {
+		out.store, out.storeNode = p.store(n), top.keys["store"]
+	}
+	if n := top.get("policies"); n != nil {
+		items, _ := p.list(n, "policies", "policies")
+		for i, item := range items {
+			if pol := p.policy(item, index("policies", i)); pol != nil {
+				out.policies = append(out.policies, placed{pol, item, index("policies", i) + ".name", false})
+			}
+		}
+	}
+	if out.store == nil && !top.has("policies") && len(p.out.list) == before {
+		p.errorf(root, "", "nothing to configure: want a store: section, a policies: list, or both "+
+			"(or domain: and descriptors: for an envoyproxy/ratelimit file)")
+	}
+}
+
+// store reads the store section. The URL is checked only for its scheme:
+// opening it is the server's job, and a half-parsed URL is no better.
+func (p *fileParser) store(n *yaml.Node) *Store {
+	f, ok := p.mapping(n, "store", "url", "timeout")
+	if !ok {
+		return nil
+	}
+	s := &Store{}
+	if raw, set := p.str(f, "url"); set {
+		s.URL = raw
+		if raw != "" {
+			p.storeURL(f.get("url"), raw)
+		}
+	}
+	if d, set := p.duration(f, "timeout"); set {
+		if d < 0 {
+			p.errorf(f.get("timeout"), "store.timeout", "must not be negative, got %v", d)
+		}
+		s.Timeout = d
+	}
+	return s
+}
+
+// storeURL checks a store URL's scheme. Messages never quote the URL: it may
+// hold a password, and these errors end up in logs.
+func (p *fileParser) storeURL(n *yaml.Node, raw string) {
+	const want = "want a memory://, redis://, rediss:// or unix:// URL (a Redis address is written redis://host:6379)"
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		p.errorf(n, "store.url", "%s; this one does not parse: %v", want, err)
+		return
+	}
+	if !contains(storeSchemes, u.Scheme) {
+		got := "no scheme"
+		if u.Scheme != "" {
+			got = "scheme " + u.Scheme
+		}
+		p.errorf(n, "store.url", "%s, got %s", want, got)
+	}
+}
+
+// policy reads one item of the policies list; nil when it has problems.
+func (p *fileParser) policy(n *yaml.Node, path string) *Policy {
+	f, ok := p.mapping(n, path, "name", "algorithm", "limit", "period", "burst", "shadow")
+	if !ok {
+		return nil
+	}
+	pol := &Policy{File: p.file, Line: f.node.Line}
+	bad := map[string]bool{}
+	var set bool
+	if pol.Name, set = p.str(f, "name"); !p.need(f, "name", "a name such as api_per_key") || !set {
+		bad["Name"] = true
+	}
+	if !p.need(f, "algorithm", "one of "+algorithmNames()) {
+		bad["Algorithm"] = true
+	} else if pol.Algorithm, set = p.algorithm(f, "algorithm"); !set {
+		bad["Algorithm"] = true
+	}
+	if pol.Limit, set = p.integer(f, "limit"); !p.need(f, "limit", "the number of units admitted per period, such as 100") || !set {
+		bad["Limit"] = true
+	}
+	if pol.Period, set = p.duration(f, "period"); !p.need(f, "period", `a Go duration such as "1m"`) || !set {
+		bad["Period"] = true
+	}
+	if pol.Burst, set = p.integer(f, "burst"); f.has("burst") && !set {
+		bad["Burst"] = true
+	}
+	pol.Shadow, set = p.optBool(f, "shadow")
+	valid := p.checkPolicy(pol.Policy, f.at(map[string]string{
+		"Name": "name", "Algorithm": "algorithm", "Limit": "limit", "Period": "period", "Burst": "burst",
+	}), bad)
+	if !valid || !set {
+		return nil
+	}
+	return pol
+}
+
+// at returns a yamlField that blames the fields named by goToYAML (Go field
+// name to YAML key), or the mapping itself when the key is not written.
+func (f *fields) at(goToYAML map[string]string) yamlField {
+	return func(goField string) (*yaml.Node, string) {
+		key, known := goToYAML[goField]
+		if !known {
+			return f.node, f.path
+		}
+		if n := f.get(key); n != nil {
+			return n, join(f.path, key)
+		}
+		return f.node, join(f.path, key)
+	}
+}

@@ -1,0 +1,56 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/sluicehq/sluice/service"
+)
+
+// resetRequest is the body of POST /v1/admin/reset.
+type resetRequest struct {
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
+}
+
+// reset forgets one key's state. It needs the admin bearer token; a wrong or
+// missing token gets 401 and changes nothing.
+func (a *api) reset(w http.ResponseWriter, r *http.Request) {
+	if !a.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
+		writeError(w, http.StatusUnauthorized, &apiError{Code: "unauthorized", Message: "the admin API needs the bearer token"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, &apiError{Code: "body_too_large", Message: err.Error()})
+		return
+	}
+	var req resetRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: jsonMessage(err)})
+		return
+	}
+	p := a.svc.Config().Policy(req.Policy)
+	if p == nil {
+		writeError(w, http.StatusNotFound, &apiError{Code: "unknown_policy", Field: "policy",
+			Message: fmt.Sprintf("no policy named %q", truncate(req.Policy, 200))})
+		return
+	}
+	switch err := a.svc.Reset(r.Context(), p, req.Key); {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]any{"reset": true, "policy": p.Name, "key": req.Key})
+	case errors.Is(err, service.ErrStore):
+		writeError(w, http.StatusServiceUnavailable, &apiError{Code: "store_unavailable", Message: err.Error()})
+	case errors.Is(err, service.ErrResetUnsupported):
+		writeError(w, http.StatusNotImplemented, &apiError{Code: "unsupported", Message: err.Error()})
+	default:
+		writeError(w, http.StatusBadRequest, &apiError{Code: "invalid_check", Field: "key", Message: err.Error()})
+	}
+}

@@ -1,0 +1,143 @@
+// Package httpapi is the HTTP front end of `sluice serve`:
+//
+//	POST /v1/check          decide one check or several, all or nothing
+//	GET  /v1/policies       the policies in force
+//	POST /v1/admin/reset    forget a key's state (needs the admin bearer token;
+//	                        absent when no token is configured)
+//	GET  /healthz           the process is up
+//	GET  /readyz            the store answers
+//	GET  /metrics           Prometheus metrics
+//
+// A check answers 200 when allowed and 429 when denied, both with a JSON body
+// and the RateLimit-Policy / RateLimit fields (and Retry-After when denied).
+// Malformed input is a 400, an unknown policy a 404, each with a JSON error
+// naming the field; a store failure is a 503.
+package httpapi
+
+import (
+	"cmp"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluicehq/sluice/service"
+)
+
+// Default limits on requests; see the options to change them.
+const (
+	// DefaultMaxBodyBytes caps a request body.
+	DefaultMaxBodyBytes = 64 << 10
+	// DefaultMaxChecks caps the checks of one request.
+	DefaultMaxChecks = 64
+	// readyTimeout bounds the store probe of /readyz.
+	readyTimeout = 2 * time.Second
+)
+
+// Option configures the handler.
+type Option func(*api)
+
+// WithAdminToken turns on POST /v1/admin/reset, guarded by this bearer
+// token. Without a token the endpoint does not exist.
+func WithAdminToken(token string) Option { return func(a *api) { a.adminToken = token } }
+
+// WithMaxBodyBytes caps request bodies (default DefaultMaxBodyBytes).
+func WithMaxBodyBytes(n int64) Option { return func(a *api) { a.maxBody = n } }
+
+// WithMaxChecks caps the checks of one request (default DefaultMaxChecks).
+func WithMaxChecks(n int) Option { return func(a *api) { a.maxChecks = n } }
+
+type api struct {
+	svc        *service.Service
+	adminToken string
+	maxBody    int64
+	maxChecks  int
+}
+
+// New returns the API's handler over svc.
+func New(svc *service.Service, opts ...Option) http.Handler {
+	a := &api{svc: svc, maxBody: DefaultMaxBodyBytes, maxChecks: DefaultMaxChecks}
+	for _, o := range opts {
+		o(a)
+	}
+	mux := http.NewServeMux()
+	methods := map[string]string{} // path → its method, for 405 answers
+	handle := func(method, path string, h http.Handler) {
+		mux.Handle(method+" "+path, h)
+		methods[path] = method
+	}
+	handle("POST", "/v1/check", http.HandlerFunc(a.check))
+	handle("GET", "/v1/policies", http.HandlerFunc(a.policies))
+	if a.adminToken != "" {
+		handle("POST", "/v1/admin/reset", http.HandlerFunc(a.reset))
+	}
+	handle("GET", "/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}))
+	handle("GET", "/readyz", http.HandlerFunc(a.ready))
+	handle("GET", "/metrics", promhttp.HandlerFor(svc.Registry(), promhttp.HandlerOpts{}))
+	// Everything else gets a JSON error too.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if m, ok := methods[r.URL.Path]; ok {
+			w.Header().Set("Allow", m)
+			writeError(w, http.StatusMethodNotAllowed, &apiError{Code: "method_not_allowed", Message: r.URL.Path + " takes " + m})
+			return
+		}
+		writeError(w, http.StatusNotFound, &apiError{Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+// policyView is one entry of GET /v1/policies.
+type policyView struct {
+	Name      string `json:"name"`
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	Period    string `json:"period"`
+	PeriodMS  int64  `json:"period_ms"`
+	Burst     int64  `json:"burst,omitempty"`
+	Shadow    bool   `json:"shadow,omitempty"`
+	Source    string `json:"source,omitempty"`
+}
+
+func (a *api) policies(w http.ResponseWriter, r *http.Request) {
+	cfg := a.svc.Config()
+	out := make([]policyView, 0, len(cfg.Policies))
+	for _, p := range cfg.Policies {
+		v := policyView{Name: p.Name, Algorithm: string(p.Algorithm), Limit: p.Limit,
+			Period: p.Period.String(), PeriodMS: p.Period.Milliseconds(), Burst: p.Burst, Shadow: p.Shadow}
+		if p.File != "" {
+			v.Source = p.File + ":" + itoa(int64(p.Line))
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(x, y policyView) int { return cmp.Compare(x.Name, y.Name) })
+	writeJSON(w, http.StatusOK, map[string]any{"policies": out})
+}
+
+func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := a.svc.Ready(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// authorized checks the bearer token in constant time.
+func (a *api) authorized(r *http.Request) bool {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(token), []byte(a.adminToken)) == 1
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do then
+}

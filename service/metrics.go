@@ -1,0 +1,94 @@
+package service
+
+import (
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Decision label values of sluice_decisions_total.
+const (
+	DecisionAllowed      = "allowed"
+	DecisionDenied       = "denied"
+	DecisionShadowDenied = "shadow_denied"
+)
+
+// metrics are the Service's Prometheus metrics. Labels name policies, never
+// keys: a key is user input, and a label per key would let any client grow the
+// metrics without bound.
+type metrics struct {
+	registry    *prometheus.Registry
+	decisions   *prometheus.CounterVec
+	duration    prometheus.Histogram
+	storeErrors prometheus.Counter
+	reloads     *prometheus.CounterVec
+}
+
+type decisionCounters struct {
+	allowed, denied, shadowDenied prometheus.Counter
+}
+
+func newMetrics(version string) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_decisions_total",
+			Help: "Decisions per policy: allowed, denied (the request was refused), or shadow_denied (a shadow policy would have refused it).",
+		}, []string{"policy", "decision"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_decision_duration_seconds",
+			Help:    "Time to decide one request, store round trip included.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_store_errors_total",
+			Help: "Store calls that failed.",
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_config_reloads_total",
+			Help: "Configuration reloads by result: success, or failure (the old configuration stays in force).",
+		}, []string{"result"}),
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_build_info",
+		Help: "Always 1; the labels say which build is running.",
+	}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
+	m.registry.MustRegister(m.decisions, m.duration, m.storeErrors, m.reloads, build,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// forPolicy returns the policy's counters, resolved once per configuration so
+// the hot path does no label lookup.
+func (m *metrics) forPolicy(name string) *decisionCounters {
+	return &decisionCounters{
+		allowed:      m.decisions.WithLabelValues(name, DecisionAllowed),
+		denied:       m.decisions.WithLabelValues(name, DecisionDenied),
+		shadowDenied: m.decisions.WithLabelValues(name, DecisionShadowDenied),
+	}
+}
+
+// count records one check's decision. Every check of a denied request counts
+// as denied, except shadow checks, which were only peeked at and count
+// nothing; a shadow check of an allowed request counts as shadow_denied when
+// its own decision was a denial.
+func (snap *snapshot) count(p *config.Policy, m *metrics, requestAllowed, checkAllowed bool) {
+	c := snap.counters[p]
+	if c == nil { // a policy built outside the configuration (tests, ad hoc)
+		c = m.forPolicy(p.Name)
+	}
+	switch {
+	case p.Shadow && !requestAllowed:
+	case p.Shadow && !checkAllowed:
+		c.shadowDenied.Inc()
+	case requestAllowed:
+		c.allowed.Inc()
+	default:
+		c.denied.Inc()
+	}
+}

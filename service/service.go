@@ -1,0 +1,269 @@
+// Package service is the core of `sluice serve`: it holds the configuration in
+// force and the store, decides checks against them, counts every decision in
+// Prometheus metrics, and swaps in a new configuration on reload without
+// touching the counters in the store. The HTTP API (package httpapi) and the
+// Envoy rate limit API (package envoyrls) are two front ends over one Service,
+// so both decide exactly alike.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Service decides checks against the configuration in force. It is safe for
+// concurrent use.
+type Service struct {
+	store   sluice.Store
+	current atomic.Pointer[snapshot]
+	metrics *metrics
+	log     *slog.Logger
+}
+
+// snapshot is one configuration with what the hot path derives from it.
+type snapshot struct {
+	cfg      *config.Config
+	counters map[*config.Policy]*decisionCounters
+}
+
+// Option configures a Service.
+type Option func(*options)
+
+type options struct {
+	log     *slog.Logger
+	version string
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithVersion sets the version reported by sluice_build_info.
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// New returns a Service deciding on store with cfg in force.
+func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
+	o := options{log: slog.Default(), version: "devel"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Service{store: store, metrics: newMetrics(o.version), log: o.log}
+	s.install(cfg)
+	return s
+}
+
+// Config returns the configuration in force.
+func (s *Service) Config() *config.Config { return s.current.Load().cfg }
+
+// Store returns the store the Service decides on.
+func (s *Service) Store() sluice.Store { return s.store }
+
+// Registry returns the Prometheus registry holding the Service's metrics.
+func (s *Service) Registry() *prometheus.Registry { return s.metrics.registry }
+
+// Logger returns the Service's logger.
+func (s *Service) Logger() *slog.Logger { return s.log }
+
+func (s *Service) install(cfg *config.Config) {
+	snap := &snapshot{cfg: cfg, counters: make(map[*config.Policy]*decisionCounters, len(cfg.Policies))}
+	for _, p := range cfg.Policies {
+		snap.counters[p] = s.metrics.forPolicy(p.Name)
+	}
+	s.current.Store(snap)
+}
+
+// Check is one (policy, key, cost) of a decision.
+type Check struct {
+	Policy *config.Policy
+	Key    string
+	Cost   int64
+}
+
+// CheckError reports which check of a decision is invalid. It wraps the
+// sluice error (ErrInvalidKey, ErrInvalidCost, ErrExceedsCapacity,
+// ErrDuplicateCheck), so callers can tell a client's mistake from a store
+// failure with errors.Is.
+type CheckError struct {
+	Index  int
+	Policy string
+	Err    error
+}
+
+func (e *CheckError) Error() string {
+	return fmt.Sprintf("check %d (policy %q): %v", e.Index, e.Policy, e.Err)
+}
+
+func (e *CheckError) Unwrap() error { return e.Err }
+
+// ErrStore wraps every store failure Decide returns.
+var ErrStore = errors.New("store failure")
+
+// Decide decides checks all or nothing and reports whether the request they
+// describe is allowed; results[i] is checks[i]'s Result, and len(results) must
+// be len(checks).
+//
+// Enforced policies are decided together, atomically: when any denies,
+// nothing is consumed and every enforced result is denied with the batch's
+// RetryAfter. Shadow policies never deny the request: when the enforced ones
+// admit it, each shadow policy is decided on its own (charged if it admits,
+// its result Allowed false if it would have denied); when the request is
+// denied they are only peeked at, so they are charged for nothing that did not
+// pass. An invalid check is a *CheckError; a store failure wraps ErrStore.
+func (s *Service) Decide(ctx context.Context, checks []Check, results []sluice.Result) (bool, error) {
+	if len(checks) != len(results) {
+		panic("service: Decide needs one result per check")
+	}
+	if err := validate(checks); err != nil {
+		return false, err
+	}
+	snap := s.current.Load()
+	start := time.Now()
+	allowed, err := s.decide(ctx, checks, results)
+	s.metrics.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.metrics.storeErrors.Inc()
+		return false, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	for i, c := range checks {
+		snap.count(c.Policy, s.metrics, allowed, results[i].Allowed)
+	}
+	return allowed, nil
+}
+
+func validate(checks []Check) error {
+	for i, c := range checks {
+		if c.Policy == nil {
+			return &CheckError{Index: i, Err: errors.New("no policy")}
+		}
+		req := sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: c.Cost}
+		if err := sluice.CheckRequest(req); err != nil {
+			return &CheckError{Index: i, Policy: c.Policy.Name, Err: err}
+		}
+		for j := range i {
+			if checks[j].Policy.Name == c.Policy.Name && checks[j].Key == c.Key {
+				return &CheckError{Index: i, Policy: c.Policy.Name,
+					Err: fmt.Errorf("%w: checks %d and %d name the same key; add their costs into one check", sluice.ErrDuplicateCheck, j, i)}
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Service) decide(ctx context.Context, checks []Check, results []sluice.Result) (bool, error) {
+	shadows := 0
+	for _, c := range checks {
+		if c.Policy.Shadow {
+			shadows++
+		}
+	}
+	if shadows == 0 {
+		return s.decideAll(ctx, checks, results)
+	}
+	// Split into enforced and shadow checks; results are written back in place.
+	idx := make([]int, 0, len(checks))
+	for i, c := range checks {
+		if !c.Policy.Shadow {
+			idx = append(idx, i)
+		}
+	}
+	allowed := true
+	if len(idx) > 0 {
+		enforced := make([]Check, len(idx))
+		res := make([]sluice.Result, len(idx))
+		for j, i := range idx {
+			enforced[j] = checks[i]
+		}
+		var err error
+		if allowed, err = s.decideAll(ctx, enforced, res); err != nil {
+			return false, err
+		}
+		for j, i := range idx {
+			results[i] = res[j]
+		}
+	}
+	for i, c := range checks {
+		if !c.Policy.Shadow {
+			continue
+		}
+		cost := c.Cost
+		if !allowed {
+			cost = 0
+		}
+		r, err := s.store.Decide(ctx, sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: cost})
+		if err != nil {
+			return false, err
+		}
+		if !allowed {
+			r.Allowed = false
+		}
+		results[i] = r
+	}
+	return allowed, nil
+}
+
+// decideAll decides enforced checks: one Decide for one check (the common
+// case, and the cheaper call), DecideAll otherwise.
+func (s *Service) decideAll(ctx context.Context, checks []Check, results []sluice.Result) (bool, error) {
+	if len(checks) == 1 {
+		c := checks[0]
+		r, err := s.store.Decide(ctx, sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: c.Cost})
+		if err != nil {
+			return false, err
+		}
+		results[0] = r
+		return r.Allowed, nil
+	}
+	reqs := make([]sluice.Request, len(checks))
+	for i, c := range checks {
+		reqs[i] = sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: c.Cost}
+	}
+	if err := s.store.DecideAll(ctx, reqs, results); err != nil {
+		return false, err
+	}
+	for _, r := range results {
+		if !r.Allowed {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// ErrResetUnsupported: the store cannot forget a key.
+var ErrResetUnsupported = errors.New("the store does not support resetting a key")
+
+// Reset forgets the state of (p, key) in the store, as if the key had never
+// been used.
+func (s *Service) Reset(ctx context.Context, p *config.Policy, key string) error {
+	r, ok := s.store.(sluice.Resetter)
+	if !ok {
+		return ErrResetUnsupported
+	}
+	if err := sluice.CheckRequest(sluice.Request{Policy: &p.Policy, Key: key}); err != nil {
+		return &CheckError{Policy: p.Name, Err: err}
+	}
+	if err := r.Reset(ctx, &p.Policy, key); err != nil {
+		s.metrics.storeErrors.Inc()
+		return fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	s.log.Info("key reset", "policy", p.Name)
+	return nil
+}
+
+// probePolicy is what Ready peeks at: a peek reaches the store but changes
+// nothing.
+var probePolicy = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second}
+
+// Ready reports whether the store answers: it peeks at a probe key.
+func (s *Service) Ready(ctx context.Context) error {
+	if _, err := s.store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"}); err != nil {
+		return fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	return nil
+}
