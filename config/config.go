@@ -43,6 +43,8 @@ type Config struct {
 	Policies map[string]*Policy
 	// Domains holds the Envoy rate limit domains by name.
 	Domains map[string]*Domain
+	// Proxy is the proxy section, for `sluice proxy`; nil when no file has one.
+	Proxy *Proxy
 	// Files are the files the Config was read from, in order.
 	Files []string
 }

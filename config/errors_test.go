@@ -58,7 +58,7 @@ func TestNativeProblems(t *testing.T) {
 		{"unknown field", policy("    brust: 5"),
 			[]string{"6:5 policies[0].brust: unknown field (did you mean burst?); allowed here: name, algorithm, limit, period, burst, shadow"}},
 		{"unknown top-level field", y("polices: []"),
-			[]string{"1:1 polices: unknown field (did you mean policies?); allowed here: store, policies (an envoyproxy/ratelimit file has domain: at the top)"}},
+			[]string{"1:1 polices: unknown field (did you mean policies?); allowed here: store, policies, proxy (an envoyproxy/ratelimit file has domain: at the top)"}},
 		{"limit is a string", y("policies:", "  - {name: a, algorithm: gcra, limit: '10', period: 1m}"),
 			[]string{`2:39 policies[0].limit: must be a whole number, got the string "10"`}},
 		{"limit is a fraction", y("policies:", "  - {name: a, algorithm: gcra, limit: 1.5, period: 1m}"),

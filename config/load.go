@@ -20,6 +20,7 @@ type parsed struct {
 	policies  []placed
 	domain    *Domain
 	domainKey *yaml.Node // the domain value, for clashes between files
+	proxy     *proxySection
 }
 
 // placed is a policy with the node and path a name clash is reported at.
@@ -186,5 +187,6 @@ func merge(files []*parsed, ps *problems) *Config {
 			policyAt[name] = fmt.Sprintf("%s:%d", pl.pol.File, pl.pol.Line)
 		}
 	}
+	cfg.Proxy = mergeProxy(files, cfg.Policies, ps)
 	return cfg
 }

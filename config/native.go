@@ -10,12 +10,12 @@ import (
 // storeSchemes are the store URL schemes the server knows how to open.
 var storeSchemes = []string{"memory", "redis", "rediss", "unix"}
 
-// native reads a file in Sluice's own format: a store section and a list of
-// policies.
+// native reads a file in Sluice's own format: a store section, a list of
+// policies and a proxy section.
 func (p *fileParser) native(root *yaml.Node, out *parsed) {
 	before := len(p.out.list)
 	top, ok := p.mappingHint(root, "",
-		" (an envoyproxy/ratelimit file has domain: at the top)", "store", "policies")
+		" (an envoyproxy/ratelimit file has domain: at the top)", "store", "policies", "proxy")
 	if !ok {
 		return
 	}
@@ -30,8 +30,11 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 			}
 		}
 	}
-	if out.store == nil && !top.has("policies") && len(p.out.list) == before {
-		p.errorf(root, "", "nothing to configure: want a store: section, a policies: list, or both "+
+	if n := top.get("proxy"); n != nil {
+		out.proxy = p.proxySection(n, top.keys["proxy"])
+	}
+	if out.store == nil && !top.has("policies") && !top.has("proxy") && len(p.out.list) == before {
+		p.errorf(root, "", "nothing to configure: want a store: section, a policies: list, a proxy: section, or several "+
 			"(or domain: and descriptors: for an envoyproxy/ratelimit file)")
 	}
 }

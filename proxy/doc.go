@@ -1,0 +1,24 @@
+// Package proxy is Sluice's rate-limiting reverse proxy: it puts the limits of
+// a configuration's proxy: section in front of an HTTP upstream, so that a
+// service gets rate limiting without a line of code.
+//
+// Each request is matched against the routes in order (path prefix, methods,
+// headers); the first route that matches applies its limits through an
+// httplimit.Middleware — the same 429s, Retry-After, RateLimit fields,
+// leaky-bucket shaping and shadow mode as the library — and an admitted
+// request is passed to the upstream by an httputil.ReverseProxy. A request
+// that matches no route, or a route without limits, is passed on unlimited:
+// end the routes with a catch-all (a route without match:) to bound
+// everything.
+//
+//	cfg, _ := config.Load("proxy.yaml")
+//	h, err := proxy.New(cfg, memory.New(), upstream)
+//	...
+//	http.ListenAndServe(":8080", h)
+//
+// Paths are matched after cleaning (dot segments and repeated slashes
+// removed), so /public/../admin/ is limited as /admin/; the request is
+// forwarded as sent. The upstream sees the upstream's Host, the original host
+// in X-Forwarded-Host, and X-Forwarded-For / X-Forwarded-Proto as
+// httputil.ProxyRequest.SetXForwarded writes them.
+package proxy
