@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Exit statuses of sluice check.
+const (
+	exitAllowed = 0
+	exitDenied  = 1
+	exitError   = 2
+)
+
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("check", "sluice check [--server URL] --policy NAME --key KEY [--cost N]",
+		"Check asks a running service (its HTTP API) whether a request is allowed, and\nprints the decision. Exit status: 0 allowed, 1 denied, 2 error.\nA cost of 0 only looks: it reports the state and consumes nothing.", stderr)
+	server := fs.String("server", "http://127.0.0.1:8080", "the service's HTTP `URL`")
+	policy := fs.String("policy", "", "the policy `name` (GET /v1/policies lists them)")
+	key := fs.String("key", "", "the `key` to limit, e.g. a user or API key")
+	cost := fs.Int64("cost", 1, "the units the request costs")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+	if code := parseFlags(fs, args); code >= 0 {
+		return code // 0 after --help, 2 (exitError) for a usage error
+	}
+	if *policy == "" || *key == "" {
+		fmt.Fprintln(stderr, "check: --policy and --key are required")
+		return exitError
+	}
+	body, _ := json.Marshal(map[string]any{"policy": *policy, "key": *key, "cost": *cost})
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(*server, "/")+"/v1/check", bytes.NewReader(body))
+	if err != nil {
+		fmt.Fprintln(stderr, "check:", err)
+		return exitError
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(stderr, "check:", err)
+		return exitError
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Allowed bool `json:"allowed"`
+		Checks  []struct {
+			Policy       string `json:"policy"`
+			Key          string `json:"key"`
+			Limit        int64  `json:"limit"`
+			Remaining    int64  `json:"remaining"`
+			RetryAfterMS int64  `json:"retry_after_ms"`
+			ResetAfterMS int64  `json:"reset_after_ms"`
+			DelayMS      int64  `json:"delay_ms"`
+			Shadow       bool   `json:"shadow"`
+			Allowed      bool   `json:"allowed"`
+		} `json:"checks"`
+		Error *struct{ Code, Message, Field string } `json:"error"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		fmt.Fprintf(stderr, "check: %s answered %s with a body that is not the API's JSON: %v\n", *server, resp.Status, err)
+		return exitError
+	}
+	if out.Error != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests) || len(out.Checks) != 1 {
+		msg := resp.Status
+		if out.Error != nil {
+			msg = out.Error.Message
+			if out.Error.Field != "" {
+				msg = out.Error.Field + ": " + msg
+			}
+		}
+		fmt.Fprintf(stderr, "check: %s\n", msg)
+		return exitError
+	}
+	c := out.Checks[0]
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	if out.Allowed {
+		fmt.Fprintf(stdout, "allowed: policy %s, key %q: %d of %d left, full again in %v", c.Policy, c.Key, c.Remaining, c.Limit, ms(c.ResetAfterMS))
+		if c.DelayMS > 0 {
+			fmt.Fprintf(stdout, "; proceed after %v (leaky bucket queue)", ms(c.DelayMS))
+		}
+		if c.Shadow && !c.Allowed {
+			fmt.Fprint(stdout, " (shadow policy: it would have denied)")
+		}
+		fmt.Fprintln(stdout)
+		return exitAllowed
+	}
+	fmt.Fprintf(stdout, "denied: policy %s, key %q: %d of %d left; retry in %v\n", c.Policy, c.Key, c.Remaining, c.Limit, ms(c.RetryAfterMS))
+	return exitDenied
+}

@@ -1,0 +1,89 @@
+// Command sluice runs the Sluice rate limit service and talks to it.
+//
+//	sluice serve --config FILE      run the service (HTTP API + Envoy RLS gRPC)
+//	sluice proxy --config FILE --upstream URL   limit traffic to an HTTP upstream
+//	sluice check --policy P --key K ask a running service for a decision
+//	sluice validate --config FILE   check configuration files
+//	sluice version                  print the version
+//
+// Run `sluice help COMMAND` for a command's flags.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand: run gets the arguments after its name and
+// returns the process exit status.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the rate limit service: HTTP API and Envoy's rate limit gRPC API", runServe},
+		{"proxy", "run a rate-limiting reverse proxy in front of an HTTP upstream", runProxy},
+		{"check", "ask a running service whether a request is allowed", runCheck},
+		{"validate", "check configuration files and report every problem", runValidate},
+		{"version", "print the version", runVersion},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand; tests call it directly.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 {
+			return run(ctx, []string{rest[0], "--help"}, stdout, stderr)
+		}
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, rest, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", name)
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Sluice is a distributed rate limiter. This command runs it as a service and talks to it.
+
+Usage:
+  sluice COMMAND [flags]
+
+Commands:
+`)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `
+Start here:
+  sluice serve --config examples/sluice.yaml
+  curl -s -XPOST localhost:8080/v1/check -d '{"policy":"api_per_key","key":"alice"}'
+
+Run "sluice help COMMAND" for a command's flags.
+`)
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/service"
+)
+
+// proxyOptions are proxy's flags.
+type proxyOptions struct {
+	configs   stringList
+	upstream  string
+	listen    string
+	storeURL  string
+	logFormat string
+	logLevel  string
+	shutdown  time.Duration
+}
+
+const proxyDescription = `Proxy puts rate limits in front of an HTTP service without changing it:
+it listens for requests, applies the limits of the first matching route in
+the configuration's proxy: section, and forwards the requests it admits to
+the upstream. Denied requests get 429 Too Many Requests with Retry-After and
+never reach the upstream; allowed responses carry RateLimit-Policy and
+RateLimit fields. A request that matches no route is forwarded unlimited.
+
+  sluice proxy --config examples/proxy.yaml --upstream http://127.0.0.1:9000
+
+The routes and the policies they use come from the --config files (native
+format; see examples/proxy.yaml). The store holds the counters: memory://
+(the default) keeps them in this process; redis://host:port shares them
+between every proxy using the same Redis, so that a limit holds across all of
+them. The flag overrides the configuration's store.url.
+
+An upstream that cannot be reached gives 502 (504 when it does not answer
+within 60 s). The configuration is read at start; restart to change it.
+SIGTERM or SIGINT shuts down gracefully.`
+
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o proxyOptions
+	fs := newFlagSet("proxy", "sluice proxy --config FILE [--config FILE...] --upstream URL [--listen ADDR] [--store URL]", proxyDescription, stderr)
+	fs.Var(&o.configs, "config", "a configuration `file` with a proxy: section and policies; repeat for several")
+	fs.StringVar(&o.upstream, "upstream", "", "the `URL` of the service to forward to, such as http://127.0.0.1:9000 (required)")
+	fs.StringVar(&o.listen, "listen", ":8080", "listen `address` of the proxy")
+	fs.StringVar(&o.storeURL, "store", "", "the store `URL`: memory:// or redis://host:port (default: the config's store.url, else memory://)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight requests finish on shutdown")
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if len(o.configs) == 0 {
+		fmt.Fprintln(stderr, "proxy: give at least one --config file (try examples/proxy.yaml)")
+		return 2
+	}
+	if o.upstream == "" {
+		fmt.Fprintln(stderr, "proxy: give the --upstream URL to forward to, such as http://127.0.0.1:9000")
+		return 2
+	}
+	log, err := newLogger(stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "proxy:", err)
+		return 2
+	}
+	srv, err := startProxy(ctx, o, log)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return 1
+	}
+	srv.wait()
+	return 0
+}
+
+// proxyServer is a running `sluice proxy`.
+type proxyServer struct {
+	addr net.Addr
+	done chan struct{}
+}
+
+// wait blocks until the proxy has shut down.
+func (s *proxyServer) wait() { <-s.done }
+
+// parseUpstream checks the --upstream URL: a bare host:port is refused
+// rather than guessed, since http vs https matters.
+func parseUpstream(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--upstream %s: want an http:// or https:// URL with a host, such as http://127.0.0.1:9000",
+			service.RedactURL(raw))
+	}
+	return u, nil
+}
+
+// startProxy loads the configuration, opens the store, starts listening and
+// serving, and returns; the proxy runs until ctx ends.
+func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxyServer, error) {
+	upstream, err := parseUpstream(o.upstream)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(o.configs...)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Proxy == nil {
+		return nil, errors.New("no proxy: section in the configuration files; see examples/proxy.yaml")
+	}
+	storeURL := o.storeURL
+	if storeURL == "" {
+		storeURL = cfg.Store.URL
+	}
+	if storeURL == "" {
+		storeURL = "memory://"
+	}
+	store, closeStore, err := service.OpenStore(storeURL, cfg.Store.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	h, err := proxy.New(cfg, store, upstream, proxy.Logger(log))
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		closeStore()
+		return nil, fmt.Errorf("--listen: %w", err)
+	}
+	httpSrv := &http.Server{
+		Handler: h,
+		// Bounds the header only: a whole-request ReadTimeout or a
+		// WriteTimeout would cut long uploads, downloads and streams that
+		// the upstream is entitled to.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	s := &proxyServer{addr: ln.Addr(), done: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("proxy server stopped", "error", err)
+		}
+	})
+	log.Info("sluice proxying", "version", buildVersion(), "listen", s.addr.String(),
+		"upstream", upstream.Redacted(), "store", service.RedactURL(storeURL), "routes", len(cfg.Proxy.Routes))
+
+	go func() {
+		defer close(s.done)
+		<-ctx.Done()
+		log.Info("shutting down", "timeout", o.shutdown)
+		sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
+		defer cancel()
+		if err := httpSrv.Shutdown(sctx); err != nil {
+			log.Warn("proxy shutdown", "error", err)
+		}
+		wg.Wait()
+		closeStore()
+		log.Info("stopped")
+	}()
+	return s, nil
+}

@@ -1,0 +1,49 @@
+// Package envoyrls is Sluice's front end for Envoy's global rate limiting: a
+// gRPC server of the rate limit service protocol (envoy.service.ratelimit.v3,
+// "RLS v3") that decides with a service.Service, so it answers exactly as the
+// HTTP API does on the same configuration and store.
+//
+// # The model
+//
+// Envoy sends one RateLimitRequest per HTTP request: a domain and a list of
+// descriptors, each a list of key/value entries built from the request by the
+// route's rate limit actions (e.g. [("remote_address", "10.0.0.1")] or
+// [("tenant", "acme"), ("path", "/upload")]). The configuration's domain tree
+// (package config) says which limits a descriptor gets: its entries walk the
+// tree one level per entry, exact values first, then "prefix*" wildcards, then
+// defaults, as envoyproxy/ratelimit does.
+//
+// Every limit that matched becomes one check of a single all-or-nothing
+// decision: the request passes only if every enforced limit admits it, and a
+// denied request consumes nothing anywhere, so a client throttled by one limit
+// does not also burn its quota on the others. The store key of a limit is the
+// descriptor's entry values joined with '|' (the keys are implied by the path
+// that matched); the same (limit, key) reached from two descriptors is one check
+// charged their summed cost. Shadow limits are decided and reported but never
+// deny. A limit named in another matched limit's replaces is dropped.
+//
+// The response has one status per descriptor, in order: OVER_LIMIT when one of
+// its own enforced limits is exhausted, else OK; the limit it reports is the
+// most restrictive of its limits, with the remaining quota and the time until
+// the key is back to unused. overall_code is OVER_LIMIT iff the request was
+// denied. With WithHeaders the response also carries the RateLimit-Policy and
+// RateLimit fields (and Retry-After when denied) for Envoy to add to the
+// client's response.
+//
+// # Using it
+//
+//	svc := service.New(store, cfg)
+//	rls := envoyrls.New(svc, envoyrls.WithHeaders(true))
+//	g := grpc.NewServer()
+//	rls.Register(g) // the rate limit service and grpc.health.v1
+//	go g.Serve(lis)
+//	...
+//	rls.Shutdown() // health says NOT_SERVING: load balancers drain us
+//	g.GracefulStop()
+//
+// Errors: a malformed request (no domain, too many descriptors or entries, a
+// key over sluice.MaxKeyLen) is codes.InvalidArgument; a store failure is
+// codes.Unavailable, which Envoy treats according to its failure_mode_deny. A
+// cost no limit can ever admit is not an error but a denial, so an Envoy that
+// fails open does not let it through.
+package envoyrls

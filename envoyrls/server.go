@@ -1,0 +1,194 @@
+package envoyrls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service"
+)
+
+// Default caps on a request's size. Envoy sends a handful of descriptors of a
+// few entries each; the caps only bound the work one malformed or hostile
+// request can cause.
+const (
+	DefaultMaxDescriptors = 64
+	DefaultMaxEntries     = 16
+)
+
+// ServiceName is the gRPC service name of the rate limit service, which the
+// health service also reports on.
+const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+
+// Server implements Envoy's RateLimitService over a service.Service. It is safe
+// for concurrent use.
+type Server struct {
+	svc            *service.Service
+	health         *health.Server
+	log            *slog.Logger
+	headers        bool
+	overrides      bool
+	maxDescriptors int
+	maxEntries     int
+}
+
+var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithHeaders makes every response carry RateLimit-Policy and RateLimit
+// (draft-ietf-httpapi-ratelimit-headers) for the limits it reports, and
+// Retry-After when the request is denied, in response_headers_to_add: Envoy
+// adds them to the response its client gets. Off by default, as Envoy's own
+// x-ratelimit headers may be configured instead.
+func WithHeaders(on bool) Option { return func(s *Server) { s.headers = on } }
+
+// WithMaxDescriptors caps the descriptors of one request (n ≥ 1, default
+// DefaultMaxDescriptors); a request with more is InvalidArgument.
+func WithMaxDescriptors(n int) Option { return func(s *Server) { s.maxDescriptors = max(1, n) } }
+
+// WithMaxEntries caps the entries of one descriptor (n ≥ 1, default
+// DefaultMaxEntries); a descriptor with more is InvalidArgument.
+func WithMaxEntries(n int) Option { return func(s *Server) { s.maxEntries = max(1, n) } }
+
+// WithLimitOverrides says whether a descriptor's limit override (Envoy's
+// "limit" descriptor field, set from dynamic metadata) is honoured, as
+// envoyproxy/ratelimit does: on by default. Turn it off when the proxies
+// sending requests are not trusted to choose their own limits; the configured
+// limits then apply as if no override had been sent.
+func WithLimitOverrides(on bool) Option { return func(s *Server) { s.overrides = on } }
+
+// New returns a Server deciding with svc. Its health service reports SERVING
+// until Shutdown.
+func New(svc *service.Service, opts ...Option) *Server {
+	s := &Server{
+		svc:            svc,
+		health:         health.NewServer(),
+		log:            svc.Logger(),
+		overrides:      true,
+		maxDescriptors: DefaultMaxDescriptors,
+		maxEntries:     DefaultMaxEntries,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s
+}
+
+// Register registers the rate limit service and the standard gRPC health
+// service (grpc.health.v1.Health) on g, usually a *grpc.Server.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	rlsv3.RegisterRateLimitServiceServer(g, s)
+	healthgrpc.RegisterHealthServer(g, s.health)
+}
+
+// Shutdown makes the health service report NOT_SERVING, for good: call it when
+// the process starts draining, so that health-checking load balancers and
+// Envoy's active health checks move traffic away before the gRPC server
+// stops. Requests still arriving are answered normally.
+func (s *Server) Shutdown() { s.health.Shutdown() }
+
+// ShouldRateLimit implements RateLimitServiceServer: it decides every limit the
+// request's descriptors match, all or nothing, and reports one status per
+// descriptor.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	n := len(req.GetDescriptors())
+	if n == 0 {
+		// As envoyproxy/ratelimit: a request without descriptors is a client bug.
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if n > s.maxDescriptors {
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, more than the maximum %d", n, s.maxDescriptors)
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	// One configuration for the whole request: a reload in the middle of it
+	// must not match some descriptors against the old tree and some against
+	// the new one.
+	cfg := s.svc.Config()
+	if err := s.collect(sc, cfg, req); err != nil {
+		return nil, err
+	}
+	sc.plan()
+	allowed, err := s.decide(ctx, sc)
+	if err != nil {
+		return nil, s.decideError(ctx, sc, req.GetDomain(), err)
+	}
+	return s.respond(sc, n, allowed), nil
+}
+
+// decide runs the request's checks. Normally that is one svc.Decide; when a
+// limit can never admit its cost the request is denied without deciding, and
+// the other limits are only peeked at for the statuses.
+func (s *Server) decide(ctx context.Context, sc *scratch) (bool, error) {
+	if sc.blocked {
+		return false, s.peek(ctx, sc)
+	}
+	if len(sc.checks) == 0 {
+		return true, nil
+	}
+	return s.svc.Decide(ctx, sc.checks, sc.results)
+}
+
+// peek reads the state of every check without charging anything. It goes to
+// the store directly rather than through svc.Decide, which would count these
+// peeks as allowed decisions in the metrics of a request that is denied.
+func (s *Server) peek(ctx context.Context, sc *scratch) error {
+	for i := range sc.checks {
+		sc.checks[i].Cost = 0
+	}
+	store := s.svc.Store()
+	var err error
+	switch len(sc.checks) {
+	case 0:
+	case 1:
+		c := sc.checks[0]
+		sc.results[0], err = store.Decide(ctx, reqOf(c))
+	default:
+		reqs := make([]sluice.Request, len(sc.checks))
+		for i, c := range sc.checks {
+			reqs[i] = reqOf(c)
+		}
+		err = store.DecideAll(ctx, reqs, sc.results)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", service.ErrStore, err)
+	}
+	return nil
+}
+
+// decideError maps a decision's error to a gRPC status. Messages name
+// descriptors and policies, never keys: a key is made of request data.
+func (s *Server) decideError(ctx context.Context, sc *scratch, domain string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return status.FromContextError(ctxErr).Err()
+	}
+	var ce *service.CheckError
+	switch {
+	case errors.As(err, &ce):
+		// The checks were validated while collecting them; this is a
+		// safety net, so it stays specific enough to debug.
+		return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", sc.descriptorOf(ce.Index), ce)
+	case errors.Is(err, service.ErrStore):
+		s.log.Debug("rate limit store failure", "domain", domain, "error", err)
+		return status.Errorf(codes.Unavailable, "rate limit store unavailable: %v", err)
+	default:
+		return status.Errorf(codes.Internal, "deciding: %v", err)
+	}
+}
