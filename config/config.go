@@ -75,6 +75,12 @@ type Policy struct {
 	Line int
 }
 
+// DeniesAll reports whether the policy admits nothing at all: an Envoy
+// file's requests_per_unit: 0, envoyproxy/ratelimit's way to ban a value.
+// Such a policy has Limit 0, which sluice.Policy.Validate refuses, so it is
+// never handed to a store: the service denies it without deciding.
+func (p *Policy) DeniesAll() bool { return p.Limit == 0 }
+
 // Domain is an Envoy rate limit domain: a tree of descriptors.
 type Domain struct {
 	Name        string

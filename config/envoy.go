@@ -272,11 +272,9 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow bool) (pol *Po
 		"the number of requests admitted per unit, such as 100") || !set {
 		bad["Limit"] = true
 	}
-	if !bad["Limit"] && pol.Limit == 0 {
-		p.errorf(f.get("requests_per_unit"), join(f.path, "requests_per_unit"),
-			"0 (ratelimit's way to deny every request) is not supported by Sluice yet; want at least 1")
-		bad["Limit"] = true
-	}
+	// requests_per_unit: 0 is envoyproxy/ratelimit's way to deny every
+	// request (to ban a value). No algorithm runs: see Policy.DeniesAll.
+	zero := !bad["Limit"] && pol.Limit == 0
 	if f.has("algorithm") {
 		if pol.Algorithm, set = p.algorithm(f, "algorithm"); !set {
 			bad["Algorithm"] = true
@@ -289,7 +287,11 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow bool) (pol *Po
 		pol.Replaces, set = p.replaces(n, join(f.path, "replaces"), ruleName)
 		ok = ok && set
 	}
-	valid := p.checkPolicy(pol.Policy, f.at(map[string]string{
+	check := pol.Policy
+	if zero {
+		check.Limit = 1 // validate the other fields as for any limit
+	}
+	valid := p.checkPolicy(check, f.at(map[string]string{
 		"Algorithm": "algorithm", "Limit": "requests_per_unit", "Period": periodKey, "Burst": "burst",
 	}), bad)
 	if !ok || !valid {

@@ -219,3 +219,19 @@ func TestMatch(t *testing.T) {
 		t.Errorf("unknown domain matched %+v", m)
 	}
 }
+
+// TestEnvoyZeroLimit: requests_per_unit: 0, envoyproxy/ratelimit's ban, loads
+// as a policy that denies everything; a negative count is still an error.
+func TestEnvoyZeroLimit(t *testing.T) {
+	cfg, err := Parse("z.yaml", []byte("domain: d\ndescriptors:\n  - key: user\n    value: banned\n    rate_limit: {unit: minute, requests_per_unit: 0}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Match("d", []Entry{{Key: "user", Value: "banned"}})
+	if len(m.Limits) != 1 || !m.Limits[0].DeniesAll() || m.Limits[0].Period != time.Minute {
+		t.Fatalf("match: %+v", m.Limits)
+	}
+	if _, err := Parse("z.yaml", []byte("domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: -1}\n")); err == nil {
+		t.Fatal("requests_per_unit: -1 accepted")
+	}
+}

@@ -158,8 +158,6 @@ func TestEnvoyProblems(t *testing.T) {
 			[]string{"5:7 descriptors[0].rate_limit.unit: required field is missing; want second, minute, hour, day, week, month or year (or Sluice's period:"}},
 		{"unit and period", y("domain: d", "descriptors:", "  - key: a", "    rate_limit: {unit: second, period: 2s, requests_per_unit: 5}"),
 			[]string{"4:32 descriptors[0].rate_limit.period: unit and period cannot both be set"}},
-		{"requests_per_unit 0", y("domain: d", "descriptors:", "  - key: a", "    rate_limit: {unit: second, requests_per_unit: 0}"),
-			[]string{"4:51 descriptors[0].rate_limit.requests_per_unit: 0 (ratelimit's way to deny every request) is not supported"}},
 		{"requests_per_unit missing", y("domain: d", "descriptors:", "  - key: a", "    rate_limit: {unit: second}"),
 			[]string{"4:17 descriptors[0].rate_limit.requests_per_unit: required field is missing"}},
 		{"unlimited with a limit", y("domain: d", "descriptors:", "  - key: a", "    rate_limit: {unlimited: true, unit: second, requests_per_unit: 5}"), []string{

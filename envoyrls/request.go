@@ -128,7 +128,13 @@ func (s *Server) collect(sc *scratch, cfg *config.Config, req *rlsv3.RateLimitRe
 			return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 		}
 		for _, p := range m.Limits {
-			sc.limits = append(sc.limits, limitRef{policy: p, key: key, cost: cost, desc: int32(i)})
+			ref := limitRef{policy: p, key: key, cost: cost, desc: int32(i)}
+			if p.DeniesAll() {
+				// requests_per_unit: 0 bans the value: nothing to decide.
+				ref.kind = kindZeroLimit
+				sc.blocked = sc.blocked || (cost > 0 && !p.Shadow)
+			}
+			sc.limits = append(sc.limits, ref)
 		}
 	}
 	return nil

@@ -187,3 +187,20 @@ func TestConfigSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// TestConfiguredZeroLimit: requests_per_unit: 0 in the configuration bans a
+// value: OVER_LIMIT with a limit of 0, nothing consumed on the request's other
+// descriptors; in shadow mode it only reports.
+func TestConfiguredZeroLimit(t *testing.T) {
+	cfg := newConfig(domain("d",
+		node("user", "banned", limits(pol("ban", 0, time.Minute))),
+		node("user", "watched", limits(pol("ban_trial", 0, time.Minute, shadow))),
+		node("k", "", limits(pol("configured", 100, time.Minute)))))
+	e := newEnv(t, openMemory, cfg)
+	resp := e.call("d", 0, desc("user", "banned"), desc("k", "a"))
+	checkStatuses(t, resp, codeOverLimit, over("ban", 0), ok("configured", 100))
+	if l := resp.Statuses[0].CurrentLimit; l.RequestsPerUnit != 0 || l.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+		t.Fatalf("current_limit %v, want 0 per MINUTE", l)
+	}
+	checkStatuses(t, e.call("d", 0, desc("user", "watched"), desc("k", "a")), codeOK, ok("ban_trial", 0), ok("configured", 99))
+}

@@ -127,7 +127,7 @@ func (sc *scratch) fill(b *statusBlock, l *limitRef) {
 	var res sluice.Result
 	over := false
 	if l.kind == kindZeroLimit {
-		over = l.cost > 0
+		over = l.cost > 0 && !l.policy.Shadow
 	} else {
 		res = sc.results[l.check]
 		over = sc.flags[l.check]&flagExhausted != 0

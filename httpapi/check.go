@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -136,13 +135,8 @@ func jsonMessage(err error) string {
 }
 
 func (a *api) check(w http.ResponseWriter, r *http.Request) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, &apiError{Code: "unsupported_media_type",
-				Message: "send the check as application/json"})
-			return
-		}
-	}
+	// The body is read as JSON whatever its Content-Type says: curl -d sends
+	// application/x-www-form-urlencoded, and refusing that helps nobody.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError

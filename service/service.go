@@ -143,6 +143,9 @@ func validate(checks []Check) error {
 			return &CheckError{Index: i, Err: errors.New("no policy")}
 		}
 		req := sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: c.Cost}
+		if c.Policy.DeniesAll() {
+			req.Cost = 0 // any cost is denied, not an error: only the key is checked
+		}
 		if err := sluice.CheckRequest(req); err != nil {
 			return &CheckError{Index: i, Policy: c.Policy.Name, Err: err}
 		}
@@ -157,11 +160,18 @@ func validate(checks []Check) error {
 }
 
 func (s *Service) decide(ctx context.Context, checks []Check, results []sluice.Result) (bool, error) {
-	shadows := 0
+	shadows, bans, banned := 0, false, false
 	for _, c := range checks {
 		if c.Policy.Shadow {
 			shadows++
 		}
+		if c.Policy.DeniesAll() {
+			bans = true
+			banned = banned || (c.Cost > 0 && !c.Policy.Shadow)
+		}
+	}
+	if bans {
+		return s.decideBanned(ctx, checks, results, banned)
 	}
 	if shadows == 0 {
 		return s.decideAll(ctx, checks, results)
@@ -204,6 +214,43 @@ func (s *Service) decide(ctx context.Context, checks []Check, results []sluice.R
 			r.Allowed = false
 		}
 		results[i] = r
+	}
+	return allowed, nil
+}
+
+// decideBanned decides a request that names a policy admitting nothing
+// (config.Policy.DeniesAll), which no store can decide. When an enforced one
+// applies the request is denied and every other check only peeked at;
+// otherwise (shadow bans, or a peek) the other checks are decided as usual
+// and the bans report Allowed false with nothing left.
+func (s *Service) decideBanned(ctx context.Context, checks []Check, results []sluice.Result, banned bool) (bool, error) {
+	rest := make([]Check, 0, len(checks))
+	idx := make([]int, 0, len(checks))
+	for i, c := range checks {
+		if c.Policy.DeniesAll() {
+			results[i] = sluice.Result{}
+			continue
+		}
+		if banned {
+			c.Cost = 0
+		}
+		rest = append(rest, c)
+		idx = append(idx, i)
+	}
+	allowed := !banned
+	if len(rest) > 0 {
+		res := make([]sluice.Result, len(rest))
+		ok, err := s.decide(ctx, rest, res)
+		if err != nil {
+			return false, err
+		}
+		allowed = allowed && ok
+		for j, i := range idx {
+			results[i] = res[j]
+			if banned {
+				results[i].Allowed = false
+			}
+		}
 	}
 	return allowed, nil
 }

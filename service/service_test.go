@@ -202,3 +202,28 @@ func TestDecideShadowAndErrors(t *testing.T) {
 		t.Fatalf("empty key: %v", err)
 	}
 }
+
+// TestDecideDeniesAll: an Envoy file's requests_per_unit: 0 denies every
+// request without reaching the store, and charges nothing elsewhere.
+func TestDecideDeniesAll(t *testing.T) {
+	dir := t.TempDir()
+	native, envoy := filepath.Join(dir, "p.yaml"), filepath.Join(dir, "e.yaml")
+	write(t, native, policyFile(5))
+	write(t, envoy, "domain: d\ndescriptors:\n  - key: user\n    value: banned\n    rate_limit: {unit: minute, requests_per_unit: 0}\n")
+	s, _ := newTestService(t, native, envoy)
+	var ban *config.Policy
+	for _, p := range s.Config().Policies {
+		if p.DeniesAll() {
+			ban = p
+		}
+	}
+	checks := []Check{{Policy: s.Config().Policy("p"), Key: "k", Cost: 1}, {Policy: ban, Key: "banned", Cost: 1}}
+	res := make([]sluice.Result, 2)
+	allowed, err := s.Decide(context.Background(), checks, res)
+	if err != nil || allowed || res[0].Allowed || res[0].Remaining != 5 || res[1].Allowed || res[1].Remaining != 0 {
+		t.Fatalf("allowed %v err %v results %+v", allowed, err, res)
+	}
+	if r := decide1(t, s, "p", "k", 0); r.Remaining != 5 {
+		t.Fatalf("the denied request was charged: %+v", r)
+	}
+}

@@ -46,5 +46,8 @@ func RedactURL(raw string) string {
 	if err != nil {
 		return "(unparsable URL)"
 	}
+	if u.User == nil {
+		return raw
+	}
 	return u.Redacted()
 }
