@@ -1,0 +1,56 @@
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteJSON writes the report as one JSON object:
+// {"scenario": …, "rows": [{"variant", "nodes", "sent", "admitted",
+// "max_in_span", "bound", "overshoot"}, …]}; accuracy rows add
+// "wrongly_allowed_pct", "wrongly_denied_pct" and the decision_ variants.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report for people: a heading, an aligned table, the
+// span the numbers were measured over and one sentence saying what they show.
+func (r *Report) WriteTable(w io.Writer) error {
+	accuracy := len(r.Rows) > 0 && r.Rows[0].WronglyAllowedPct != nil
+	if _, err := fmt.Fprintf(w, "%s (store %s)\n\n", r.Scenario, r.Store); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := fmt.Sprintf("%-*s", longestVariant(r), "variant") + "\tnodes\tsent\tadmitted\tmax_in_span\tbound\tovershoot\t"
+	if accuracy {
+		head += "wrongly_allowed\twrongly_denied\tdecision_wrongly_allowed\tdecision_wrongly_denied\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, row := range r.Rows {
+		// Variant names are left-aligned by padding them to the longest.
+		line := fmt.Sprintf("%-*s\t%d\t%d\t%d\t%d\t%d\t%.3f\t", longestVariant(r), row.Variant,
+			row.Nodes, row.Sent, row.Admitted, row.MaxInSpan, row.Bound, row.Overshoot)
+		if accuracy {
+			line += fmt.Sprintf("%.4f%%\t%.4f%%\t%.4f%%\t%.4f%%\t", *row.WronglyAllowedPct, *row.WronglyDeniedPct,
+				*row.DecisionWronglyAllowedPct, *row.DecisionWronglyDeniedPct)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nmax_in_span: the most admitted in %s.\n%s\n", r.Span, r.Summary)
+	return err
+}
+
+func longestVariant(r *Report) int {
+	n := len("variant")
+	for _, row := range r.Rows {
+		n = max(n, len(row.Variant))
+	}
+	return n
+}

@@ -1,0 +1,175 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// naiveSkewAllow is the classic shared fixed-window counter keyed by the
+// window the node's own clock is in — what NOT to do: INCR "key:window",
+// admit while the result is at most L. The count is shared and atomic, but
+// near an edge a node whose clock runs ahead already counts in the next
+// window while the others still count in this one, so a true window can hold
+// L admissions from the late nodes plus L from the early ones.
+func naiveSkewAllow(ctx context.Context, c counter, nodeNow, period, limit int64) (bool, error) {
+	n, err := c.incrBy(ctx, windowKey(nodeNow/period), 1)
+	return n <= limit, err
+}
+
+// skewOffsets spreads the nodes' clock errors evenly over [0, skew]: node 0
+// keeps true time, the last node is skew ahead.
+func skewOffsets(nodes int, skew int64) []int64 {
+	off := make([]int64, nodes)
+	for i := 1; i < nodes; i++ {
+		off[i] = int64(i) * skew / int64(nodes-1)
+	}
+	return off
+}
+
+// skewBursts is how many bursts a skew run sends.
+const skewBursts = 3
+
+// runSkew sends a burst just before every other window edge — each node L
+// requests, starting skew/2 before the edge, when the nodes ahead are already
+// past it by their clocks — and counts admissions per aligned window of true
+// time. Every other edge, so the window after a burst is fresh for the next.
+// The naive counter's windows follow each node's clock; Sluice decides every
+// request on one time source: the virtual clock in memory, Redis server time
+// on Redis. On Redis the run is in real time (see runSkewRealTime).
+func runSkew(ctx context.Context, e *env) (*Report, error) {
+	if e.isRedis() {
+		return runSkewRealTime(ctx, e)
+	}
+	o := e.opts
+	period, skew := micros(o.Period), micros(o.Skew)
+	if 2*skew >= period {
+		return nil, fmt.Errorf("skew %v must be below half the period %v", o.Skew, o.Period)
+	}
+	p, err := e.policy("lab-skew", sluice.FixedWindow)
+	if err != nil {
+		return nil, err
+	}
+	off := skewOffsets(o.Nodes, skew)
+	start := virtualStart(period)
+	// Each burst takes the first half of the skew/2 before its edge.
+	var traffic []arrival
+	n := int64(o.Nodes) * o.Limit
+	for k := range int64(skewBursts) {
+		edge := start + (2*k+1)*period
+		for j := range n {
+			traffic = append(traffic, arrival{t: edge - skew/2 + j*(skew/4)/n, node: int(j % int64(o.Nodes))})
+		}
+	}
+	c := e.counter("skew")
+	clock := newVClock(start)
+	st := e.store("skew", clock)
+	var naive, atomic []int64
+	for _, a := range traffic {
+		ok, err := naiveSkewAllow(ctx, c, a.t+off[a.node], period, o.Limit)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			naive = append(naive, a.t)
+		}
+		clock.set(a.t)
+		if ok, err = decide(ctx, st, p, "k"); err != nil {
+			return nil, err
+		} else if ok {
+			atomic = append(atomic, a.t)
+		}
+	}
+	return skewReport(o, period, int64(len(traffic)), naive, atomic, "one clock"), nil
+}
+
+func skewReport(o Options, period, sent int64, naive, atomic []int64, source string) *Report {
+	r := &Report{Span: spanAligned + " of true time; bound L (fixed_window)"}
+	row := newRow(fmt.Sprintf("naive: windows from node clocks (skew %v)", o.Skew), o.Nodes, sent,
+		int64(len(naive)), maxAligned(naive, period), o.Limit)
+	row.Naive = true
+	r.Rows = append(r.Rows, row,
+		newRow("sluice: one time source ("+source+")", o.Nodes, sent, int64(len(atomic)), maxAligned(atomic, period), o.Limit))
+	r.Summary = fmt.Sprintf("With node clocks up to %v apart, fixed windows taken from each node's clock admitted %.2f× L in one true window — the nodes ahead were already counting the next window; deciding on %s kept it at %.2f×.",
+		o.Skew, r.Rows[0].Overshoot, source, r.Rows[1].Overshoot)
+	return r
+}
+
+// realSkewPeriod caps the period of the real-time skew run so it lasts about
+// a second and a half.
+const realSkewPeriod = 200 * time.Millisecond
+
+// runSkewRealTime is skew on Redis, in real time, because its point is that
+// Redis server time removes the skew: Sluice's store decides at server TIME,
+// which no client clock can move. Windows are at most 200ms; the naive nodes
+// and Sluice's nodes fire the same bursts side by side (separate keys), N
+// goroutines each, and admissions are timed by the local clock when their
+// reply arrives — the true time here, since this machine's clock is the one
+// every node's error is measured from (with a remote Redis, its clock is
+// assumed in sync with this one; a request is attributed to the window of
+// its reply, never earlier than the server decided it).
+func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
+	o := e.opts
+	o.Period = min(o.Period, realSkewPeriod)
+	period, skew := micros(o.Period), micros(o.Skew)
+	if 2*skew >= period {
+		return nil, fmt.Errorf("skew %v must be below half the period %v (on Redis the period is at most %v)", o.Skew, o.Period, realSkewPeriod)
+	}
+	p := &sluice.Policy{Name: "lab-skew", Algorithm: sluice.FixedWindow, Limit: o.Limit, Period: o.Period}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	off := skewOffsets(o.Nodes, skew)
+	c := e.counter("skew")
+	st := e.store("skew", nil) // Redis server time
+	now := func() int64 { return time.Now().UnixMicro() }
+	first := (now()/period + 2) * period
+
+	var mu sync.Mutex
+	var naive, atomic []int64
+	var firstErr error
+	var wg sync.WaitGroup
+	node := func(allow func() (bool, error), into *[]int64) {
+		defer wg.Done()
+		for k := range int64(skewBursts) {
+			at := time.UnixMicro(first + 2*k*period - skew/2)
+			select {
+			case <-time.After(time.Until(at)):
+			case <-ctx.Done():
+				return
+			}
+			for range o.Limit {
+				ok, err := allow()
+				t := now()
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if ok {
+					*into = append(*into, t)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}
+	}
+	for i := range o.Nodes {
+		wg.Add(2)
+		go node(func() (bool, error) { return naiveSkewAllow(ctx, c, now()+off[i], period, o.Limit) }, &naive)
+		go node(func() (bool, error) { return decide(ctx, st, p, "k") }, &atomic)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sent := skewBursts * int64(o.Nodes) * o.Limit
+	return skewReport(o, period, sent, naive, atomic, "Redis server time"), nil
+}
