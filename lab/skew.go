@@ -106,11 +106,14 @@ const realSkewPeriod = 200 * time.Millisecond
 // Redis server time removes the skew: Sluice's store decides at server TIME,
 // which no client clock can move. Windows are at most 200ms; the naive nodes
 // and Sluice's nodes fire the same bursts side by side (separate keys), N
-// goroutines each, and admissions are timed by the local clock when their
+// goroutines each. A naive admission is timed by the local clock when its
 // reply arrives — the true time here, since this machine's clock is the one
-// every node's error is measured from (with a remote Redis, its clock is
-// assumed in sync with this one; a request is attributed to the window of
-// its reply, never earlier than the server decided it).
+// every node's error is measured from. A Sluice admission is attributed to
+// the server window that admitted it, whose end is the reply time plus the
+// result's ResetAfter rounded to the nearest window edge: timing it by the
+// reply instead would move admissions made at the very end of one window into
+// the next whenever the reply crosses the edge, an artefact of the
+// measurement, not of the limiter.
 func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
 	o := e.opts
 	o.Period = min(o.Period, realSkewPeriod)
@@ -132,7 +135,7 @@ func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
 	var naive, atomic []int64
 	var firstErr error
 	var wg sync.WaitGroup
-	node := func(allow func() (bool, error), into *[]int64) {
+	node := func(allow func() (int64, bool, error), into *[]int64) {
 		defer wg.Done()
 		for k := range int64(skewBursts) {
 			at := time.UnixMicro(first + 2*k*period - skew/2)
@@ -142,8 +145,7 @@ func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
 				return
 			}
 			for range o.Limit {
-				ok, err := allow()
-				t := now()
+				t, ok, err := allow()
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
@@ -160,8 +162,15 @@ func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
 	}
 	for i := range o.Nodes {
 		wg.Add(2)
-		go node(func() (bool, error) { return naiveSkewAllow(ctx, c, now()+off[i], period, o.Limit) }, &naive)
-		go node(func() (bool, error) { return decide(ctx, st, p, "k") }, &atomic)
+		go node(func() (int64, bool, error) {
+			ok, err := naiveSkewAllow(ctx, c, now()+off[i], period, o.Limit)
+			return now(), ok, err
+		}, &naive)
+		go node(func() (int64, bool, error) {
+			res, err := st.Decide(ctx, sluice.Request{Policy: p, Key: "k", Cost: 1})
+			end := (now() + res.ResetAfter.Microseconds() + period/2) / period * period
+			return end - 1, res.Allowed, err
+		}, &atomic)
 	}
 	wg.Wait()
 	if firstErr != nil {
