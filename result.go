@@ -22,4 +22,10 @@ type Result struct {
 	// Delay is set by LeakyBucket only: how long the admitted request waits in
 	// the queue before it may proceed. Departures are spaced at the constant rate.
 	Delay time.Duration
+	// Degraded is set when the store holding the shared state could not
+	// decide and a fail policy did instead (see package failover): the
+	// request was admitted without being counted (fail open), or decided on
+	// a local store that does not see other nodes' traffic (fail local).
+	// Stores that hold the state themselves never set it.
+	Degraded bool
 }
