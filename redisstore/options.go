@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"crypto/tls"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -23,9 +24,12 @@ const DefaultTimeout = 100 * time.Millisecond
 type Option func(*config)
 
 type config struct {
-	clock   sluice.Clock
-	prefix  string
-	timeout time.Duration
+	clock    sluice.Clock
+	prefix   string
+	timeout  time.Duration
+	lazy     bool
+	tls      *tls.Config
+	password string
 }
 
 func newConfig(opts []Option) config {
@@ -53,3 +57,21 @@ func WithPrefix(prefix string) Option { return func(cf *config) { cf.prefix = pr
 // WithTimeout bounds each Decide and DecideAll call (default DefaultTimeout),
 // as a deadline added to the caller's context; d <= 0 adds none.
 func WithTimeout(d time.Duration) Option { return func(cf *config) { cf.timeout = d } }
+
+// WithLazyConnect makes Open return at once, even when Redis is unreachable,
+// and connect in the background: calls made before the connection exists wait
+// for the attempt in flight as long as their context allows, then fail with
+// ErrNotConnected, and the next call starts another attempt. A service can
+// then start before its Redis (no crash loop) and report itself unready until
+// Redis answers. Without it Open fails when it cannot connect. Open only.
+func WithLazyConnect() Option { return func(cf *config) { cf.lazy = true } }
+
+// WithTLSConfig sets the TLS configuration of a rediss:// connection (CA
+// roots, client certificate, server name), replacing the one Open derives
+// from the URL. Open only.
+func WithTLSConfig(c *tls.Config) Option { return func(cf *config) { cf.tls = c } }
+
+// WithPassword sets the password Open authenticates with, replacing any in
+// the URL, so the URL can be logged and the password kept in a secret. Open
+// only.
+func WithPassword(p string) Option { return func(cf *config) { cf.password = p } }

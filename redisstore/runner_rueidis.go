@@ -16,7 +16,9 @@ type rueidisRunner struct {
 
 // NewRunner returns the Runner that New uses on a rueidis client, for callers
 // that wrap it (instrumentation, tests).
-func NewRunner(c rueidis.Client) Runner {
+func NewRunner(c rueidis.Client) Runner { return newRueidisRunner(c) }
+
+func newRueidisRunner(c rueidis.Client) *rueidisRunner {
 	return &rueidisRunner{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
 }
 

@@ -47,6 +47,19 @@ func Open(url string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: Open: %w", err)
 	}
 	o.DisableCache = true
+	cf := newConfig(opts)
+	if cf.tls != nil {
+		o.TLSConfig = cf.tls
+	}
+	if cf.password != "" {
+		o.Password = cf.password
+	}
+	if cf.lazy {
+		l := newLazyRunner(o)
+		s := NewWithRunner(l, opts...)
+		s.close = l.Close
+		return s, nil
+	}
 	c, err := rueidis.NewClient(o)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: Open: %w", err)
