@@ -54,8 +54,53 @@ type Store struct {
 	// URL selects the store: memory:// (or empty) for the embedded memory
 	// store, redis://, rediss:// or unix:// for Redis (see redisstore.Open).
 	URL string
-	// Timeout bounds each store call; 0 means the store's default.
+	// Timeout bounds each store call; 0 means the default (see
+	// failover.DefaultTimeout).
 	Timeout time.Duration
+	// OnError is the fail policy when Redis cannot decide: OnErrorOpen
+	// (the default), OnErrorClosed or OnErrorLocal.
+	OnError string
+	// Nodes divides every limit while OnError is local, so that N nodes
+	// falling back at once admit about what the shared limit would; 0 or 1
+	// leaves limits as they are.
+	Nodes int
+	// Breaker tunes the circuit breaker in front of Redis; zero fields take
+	// the defaults.
+	Breaker Breaker
+	// MaxKeys bounds the keys the memory store (and the local fallback)
+	// holds; 0 means memory.DefaultMaxKeys.
+	MaxKeys int
+	// PasswordFile names a file holding the Redis password, which then
+	// replaces any password in URL (so the URL can sit in a config map and
+	// the password in a secret). Relative to the config file's directory.
+	PasswordFile string
+	// TLS configures rediss:// connections; nil uses the system's roots.
+	TLS *TLS
+}
+
+// Fail policies: what the service does with a decision Redis cannot make.
+const (
+	OnErrorOpen   = "open"   // admit, marked degraded
+	OnErrorClosed = "closed" // deny with an error status
+	OnErrorLocal  = "local"  // decide on an in-process memory store
+)
+
+// Breaker is the store.breaker section.
+type Breaker struct {
+	// Failures is how many consecutive failed calls open the breaker.
+	Failures int
+	// Cooldown is how long an open breaker keeps calls away from Redis
+	// before one call probes it.
+	Cooldown time.Duration
+}
+
+// TLS is the store.tls section. File names are relative to the config
+// file's directory.
+type TLS struct {
+	CAFile             string // PEM roots that verify the server; empty: the system's
+	CertFile, KeyFile  string // a client certificate, for servers that require one
+	ServerName         string // the name to verify, when not the URL's host
+	InsecureSkipVerify bool   // do not verify the server (tests only)
 }
 
 // Policy is a limit as configured: the policy itself plus how the service

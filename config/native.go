@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"net/url"
+	"path/filepath"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -42,7 +44,7 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 // store reads the store section. The URL is checked only for its scheme:
 // opening it is the server's job, and a half-parsed URL is no better.
 func (p *fileParser) store(n *yaml.Node) *Store {
-	f, ok := p.mapping(n, "store", "url", "timeout")
+	f, ok := p.mapping(n, "store", "url", "timeout", "on_error", "nodes", "breaker", "max_keys", "password_file", "tls")
 	if !ok {
 		return nil
 	}
@@ -53,13 +55,76 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 			p.storeURL(f.get("url"), raw)
 		}
 	}
-	if d, set := p.duration(f, "timeout"); set {
-		if d < 0 {
-			p.errorf(f.get("timeout"), "store.timeout", "must not be negative, got %v", d)
+	s.Timeout = p.nonNegativeDuration(f, "timeout")
+	if v, set := p.str(f, "on_error"); set {
+		if !contains([]string{OnErrorOpen, OnErrorClosed, OnErrorLocal}, v) {
+			p.errorf(f.get("on_error"), "store.on_error", "must be open, closed or local, got %q", v)
 		}
-		s.Timeout = d
+		s.OnError = v
+	}
+	s.Nodes = p.count(f, "nodes", 1<<20)
+	s.MaxKeys = p.count(f, "max_keys", 1<<40)
+	if n := f.get("breaker"); n != nil {
+		if b, ok := p.mapping(n, "store.breaker", "failures", "cooldown"); ok {
+			s.Breaker.Failures = p.count(b, "failures", 1<<20)
+			s.Breaker.Cooldown = p.nonNegativeDuration(b, "cooldown")
+		}
+	}
+	if v, set := p.str(f, "password_file"); set {
+		s.PasswordFile = p.relative(v)
+	}
+	if n := f.get("tls"); n != nil {
+		if t, ok := p.mapping(n, "store.tls", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"); ok {
+			s.TLS = &TLS{}
+			if v, set := p.str(t, "ca_file"); set {
+				s.TLS.CAFile = p.relative(v)
+			}
+			if v, set := p.str(t, "cert_file"); set {
+				s.TLS.CertFile = p.relative(v)
+			}
+			if v, set := p.str(t, "key_file"); set {
+				s.TLS.KeyFile = p.relative(v)
+			}
+			if (s.TLS.CertFile == "") != (s.TLS.KeyFile == "") {
+				p.errorf(n, "store.tls", "cert_file and key_file go together: set both or neither")
+			}
+			s.TLS.ServerName, _ = p.str(t, "server_name")
+			s.TLS.InsecureSkipVerify, _ = p.optBool(t, "insecure_skip_verify")
+		}
 	}
 	return s
+}
+
+// nonNegativeDuration reads an optional duration that must not be negative.
+func (p *fileParser) nonNegativeDuration(f *fields, key string) time.Duration {
+	d, set := p.duration(f, key)
+	if set && d < 0 {
+		p.errorf(f.get(key), join(f.path, key), "must not be negative, got %v", d)
+		return 0
+	}
+	return d
+}
+
+// count reads an optional whole number between 1 and max.
+func (p *fileParser) count(f *fields, key string, max int64) int {
+	v, set := p.integer(f, key)
+	if !set {
+		return 0
+	}
+	if v < 1 || v > max {
+		p.errorf(f.get(key), join(f.path, key), "must be between 1 and %d, got %d", max, v)
+		return 0
+	}
+	return int(v)
+}
+
+// relative resolves a file name written in the config against the config
+// file's directory.
+func (p *fileParser) relative(name string) string {
+	if name == "" || filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(filepath.Dir(p.file), name)
 }
 
 // storeURL checks a store URL's scheme. Messages never quote the URL: it may

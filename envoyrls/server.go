@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -127,6 +128,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	sc.plan()
 	allowed, err := s.decide(ctx, sc)
+	if errors.Is(err, failover.ErrUnavailable) && ctx.Err() == nil {
+		// store.on_error: closed. Answering an error would hand the choice to
+		// Envoy's failure_mode_deny, which defaults to letting requests
+		// through; a denial is what was configured.
+		s.log.Debug("rate limit store unavailable; failing closed", "domain", req.GetDomain(), "error", err)
+		return s.respond(sc, n, false), nil
+	}
 	if err != nil {
 		return nil, s.decideError(ctx, sc, req.GetDomain(), err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/service"
 )
@@ -42,6 +43,9 @@ type resultJSON struct {
 	RetryAfterMS int64  `json:"retry_after_ms"`
 	ResetAfterMS int64  `json:"reset_after_ms"`
 	DelayMS      int64  `json:"delay_ms"`
+	// Degraded: the store could not decide and the fail policy did (see
+	// failover): the limit was not enforced on the shared count.
+	Degraded bool `json:"degraded,omitempty"`
 }
 
 // checkResponse is the body of a decision: allowed tells the request's fate;
@@ -166,7 +170,7 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		res := results[i]
 		resp.Checks[i] = resultJSON{Policy: c.Policy.Name, Key: c.Key, Allowed: res.Allowed, Shadow: c.Policy.Shadow,
 			Limit: res.Limit, Remaining: res.Remaining, RetryAfterMS: ceilMS(res.RetryAfter),
-			ResetAfterMS: ceilMS(res.ResetAfter), DelayMS: ceilMS(res.Delay)}
+			ResetAfterMS: ceilMS(res.ResetAfter), DelayMS: ceilMS(res.Delay), Degraded: res.Degraded}
 		if c.Policy.Shadow {
 			continue // never enforced, so not advertised to the client
 		}
@@ -196,6 +200,15 @@ func (a *api) writeDecideError(w http.ResponseWriter, err error, batch bool) {
 			field = fmt.Sprintf("checks[%d].%s", ce.Index, field)
 		}
 		writeError(w, http.StatusBadRequest, &apiError{Code: "invalid_check", Field: field, Message: ce.Err.Error()})
+		return
+	}
+	var closed *failover.UnavailableError
+	if errors.As(err, &closed) {
+		// store.on_error: closed. The request is denied, and the status says
+		// it was the store, not the limit: 503, not 429.
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, httplimit.Seconds(closed.RetryAfter)), 10))
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"allowed": false, "error": &apiError{Code: "store_unavailable",
+			Message: "the rate limit store cannot decide and store.on_error is closed: denied: " + err.Error()}})
 		return
 	}
 	a.svc.Logger().Error("store failure", "error", err)

@@ -122,11 +122,16 @@ func (a *api) policies(w http.ResponseWriter, r *http.Request) {
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := a.svc.Ready(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
-		return
+	st := a.svc.Ready(ctx)
+	body := struct {
+		Status string `json:"status"`
+		Store  any    `json:"store"`
+	}{"ready", st}
+	code := http.StatusOK
+	if !st.Ready {
+		body.Status, code = "unavailable", http.StatusServiceUnavailable
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, code, body)
 }
 
 // authorized checks the bearer token in constant time.

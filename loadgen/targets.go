@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -95,7 +96,13 @@ func Open(rawURL string, c TargetConfig) (Target, error) {
 		if p.Period == 0 {
 			p.Period = time.Second
 		}
-		store, closeStore, err := service.OpenStore(rawURL, c.Timeout)
+		timeout := c.Timeout
+		if timeout == 0 {
+			timeout = 5 * time.Second
+		}
+		// Failing closed: a store failure is counted as an error, never
+		// hidden as an admission.
+		store, closeStore, err := service.OpenStore(config.Store{URL: rawURL, Timeout: timeout, OnError: config.OnErrorClosed}, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -2,10 +2,12 @@ package service
 
 import (
 	"runtime"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/failover"
 )
 
 // Decision label values of sluice_decisions_total.
@@ -24,6 +26,7 @@ type metrics struct {
 	duration    prometheus.Histogram
 	storeErrors prometheus.Counter
 	reloads     *prometheus.CounterVec
+	degraded    *prometheus.CounterVec
 }
 
 type decisionCounters struct {
@@ -51,6 +54,10 @@ func newMetrics(version string) *metrics {
 			Help: "Configuration reloads by result: success, or failure (the old configuration stays in force).",
 		}, []string{"result"}),
 	}
+	m.degraded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_store_degraded_decisions_total",
+		Help: "Requests decided by the fail policy (store.on_error) because the store could not decide them: open admitted them uncounted, closed denied them, local decided them on the in-process store.",
+	}, []string{"on_error"})
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_build_info",
 		Help: "Always 1; the labels say which build is running.",
@@ -58,7 +65,7 @@ func newMetrics(version string) *metrics {
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
-	m.registry.MustRegister(m.decisions, m.duration, m.storeErrors, m.reloads, build,
+	m.registry.MustRegister(m.decisions, m.duration, m.storeErrors, m.reloads, m.degraded, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -91,4 +98,35 @@ func (snap *snapshot) count(p *config.Policy, m *metrics, requestAllowed, checkA
 	default:
 		c.denied.Inc()
 	}
+}
+
+// watchFailover exports the fail policy's circuit breaker: its state, and the
+// primary's failures.
+func (m *metrics) watchFailover(fs *failover.Store) {
+	m.degraded.WithLabelValues(fs.Mode().String())
+	for _, st := range []failover.BreakerState{failover.BreakerClosed, failover.BreakerOpen, failover.BreakerHalfOpen} {
+		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "sluice_store_breaker_state",
+			Help:        "1 for the store circuit breaker's current state (closed: calls go to Redis; open: the fail policy decides without trying; half_open: one call is probing).",
+			ConstLabels: prometheus.Labels{"state": strings.ReplaceAll(st.String(), "-", "_")},
+		}, func() float64 {
+			if fs.State() == st {
+				return 1
+			}
+			return 0
+		}))
+	}
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_store_degraded",
+		Help: "1 while the circuit breaker keeps decisions away from the store (they go to the fail policy), else 0.",
+	}, func() float64 {
+		if fs.State() == failover.BreakerClosed {
+			return 0
+		}
+		return 1
+	}))
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "sluice_store_failures_total",
+		Help: "Calls to the store that failed or timed out; each was answered by the fail policy.",
+	}, func() float64 { return float64(fs.Failures()) }))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/failover"
 )
 
 // Service decides checks against the configuration in force. It is safe for
@@ -55,6 +56,9 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 		opt(&o)
 	}
 	s := &Service{store: store, metrics: newMetrics(o.version), log: o.log}
+	if fs, ok := store.(*failover.Store); ok {
+		s.metrics.watchFailover(fs)
+	}
 	s.install(cfg)
 	return s
 }
@@ -127,14 +131,37 @@ func (s *Service) Decide(ctx context.Context, checks []Check, results []sluice.R
 	start := time.Now()
 	allowed, err := s.decide(ctx, checks, results)
 	s.metrics.duration.Observe(time.Since(start).Seconds())
-	if err != nil {
+	var unavailable *failover.UnavailableError
+	switch {
+	case errors.As(err, &unavailable):
+		// Failing closed: the request is denied, and says why.
+		s.metrics.degraded.WithLabelValues(failover.FailClosed.String()).Inc()
+		for i, c := range checks {
+			results[i] = sluice.Result{Limit: c.Policy.Limit, RetryAfter: unavailable.RetryAfter, Degraded: true}
+			snap.count(c.Policy, s.metrics, false, false)
+		}
+		return false, fmt.Errorf("%w: %w", ErrStore, err)
+	case err != nil:
 		s.metrics.storeErrors.Inc()
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
+	degraded := false
 	for i, c := range checks {
 		snap.count(c.Policy, s.metrics, allowed, results[i].Allowed)
+		degraded = degraded || results[i].Degraded
+	}
+	if degraded {
+		s.metrics.degraded.WithLabelValues(s.failMode()).Inc()
 	}
 	return allowed, nil
+}
+
+// failMode names the fail policy in force, for metrics.
+func (s *Service) failMode() string {
+	if fs, ok := s.store.(*failover.Store); ok {
+		return fs.Mode().String()
+	}
+	return "none"
 }
 
 func validate(checks []Check) error {
@@ -307,10 +334,36 @@ func (s *Service) Reset(ctx context.Context, p *config.Policy, key string) error
 // nothing.
 var probePolicy = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second}
 
-// Ready reports whether the store answers: it peeks at a probe key.
-func (s *Service) Ready(ctx context.Context) error {
-	if _, err := s.store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"}); err != nil {
-		return fmt.Errorf("%w: %w", ErrStore, err)
+// StoreStatus is what /readyz reports about the store.
+type StoreStatus struct {
+	// Ready: the store answered a probe just now.
+	Ready bool `json:"ready"`
+	// Error is why it did not.
+	Error string `json:"error,omitempty"`
+	// Breaker is the circuit breaker's state (closed, open, half-open), and
+	// OnError the fail policy; both empty for a store without a fail policy
+	// (memory).
+	Breaker string `json:"breaker,omitempty"`
+	OnError string `json:"on_error,omitempty"`
+}
+
+// Ready reports whether the store answers: it peeks at a probe key, which
+// changes nothing, bypassing the circuit breaker and the fail policy — a
+// service failing open still answers every request, but it is not enforcing
+// its limits, and readiness says so.
+func (s *Service) Ready(ctx context.Context) StoreStatus {
+	var st StoreStatus
+	var err error
+	if fs, ok := s.store.(*failover.Store); ok {
+		st.Breaker, st.OnError = fs.State().String(), fs.Mode().String()
+		err = fs.Probe(ctx, &probePolicy, "probe")
+	} else {
+		_, err = s.store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"})
 	}
-	return nil
+	if err != nil {
+		st.Error = fmt.Errorf("%w: %w", ErrStore, err).Error()
+		return st
+	}
+	st.Ready = true
+	return st
 }

@@ -123,7 +123,9 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 	if storeURL == "" {
 		storeURL = "memory://"
 	}
-	store, closeStore, err := service.OpenStore(storeURL, cfg.Store.Timeout)
+	storeCfg := cfg.Store
+	storeCfg.URL = storeURL
+	store, closeStore, err := service.OpenStore(storeCfg, log)
 	if err != nil {
 		return nil, err
 	}

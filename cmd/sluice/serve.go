@@ -133,7 +133,9 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	if err != nil {
 		return nil, err
 	}
-	store, closeStore, err := service.OpenStore(storeURL, cfg.Store.Timeout)
+	storeCfg := cfg.Store
+	storeCfg.URL = storeURL
+	store, closeStore, err := service.OpenStore(storeCfg, log)
 	if err != nil {
 		return nil, err
 	}
