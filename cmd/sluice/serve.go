@@ -28,6 +28,7 @@ import (
 type serveOptions struct {
 	configs        stringList
 	storeURL       string
+	streamWorkers  int
 	httpAddr       string
 	grpcAddr       string
 	adminTokenFile string
@@ -67,6 +68,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight requests finish on shutdown")
+	fs.IntVar(&o.streamWorkers, "grpc-stream-workers", runtime.GOMAXPROCS(0), "gRPC: goroutines reused across calls instead of one new goroutine per call (0: one per call)")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
@@ -168,8 +170,13 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	}
 	rls := envoyrls.New(svc, envoyrls.WithHeaders(o.rlsHeaders))
 	// Stream workers reuse goroutines instead of starting one per RPC, which
-	// spares the stack growth that was ~12% of CPU under load.
-	grpcSrv := grpc.NewServer(grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
+	// spares the stack growth that was ~12% of CPU under load (measured in
+	// docs/benchmarks.md).
+	var grpcOpts []grpc.ServerOption
+	if o.streamWorkers > 0 {
+		grpcOpts = append(grpcOpts, grpc.NumStreamWorkers(uint32(o.streamWorkers)))
+	}
+	grpcSrv := grpc.NewServer(grpcOpts...)
 	rls.Register(grpcSrv)
 
 	s := &server{log: log, svc: svc, httpAddr: httpLn.Addr(), done: make(chan struct{})}
