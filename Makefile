@@ -4,8 +4,9 @@ PKGS    ?= ./...
 BENCH   ?= .
 BENCHTIME ?= 1s
 COUNT   ?= 5
+FUZZTIME ?= 20s
 
-.PHONY: test vet unit bench redis fmt
+.PHONY: test vet unit bench redis fmt fuzz
 
 ## test: vet plus every test with the race detector (installs redis-server if needed)
 test: redis vet unit
@@ -25,6 +26,19 @@ redis:
 ## bench: Go benchmarks with -benchmem (COUNT runs each; compare with benchstat)
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -count $(COUNT) $(PKGS)
+
+## fuzz: run every fuzz target (func FuzzXxx in a _test.go file) for FUZZTIME
+## each, carrying on past failures; `make test` already runs their seed
+## corpora (testdata/fuzz/FuzzXxx). A failing input is written to
+## testdata/fuzz/FuzzXxx: keep it once the bug is fixed.
+fuzz:
+	@failed=; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+	  for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+	    echo "== $$name ($$(dirname $$file))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$(dirname $$file) || failed="$$failed $$name"; \
+	  done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed"; exit 1; fi
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -3,6 +3,8 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -138,4 +140,66 @@ func TestDefaultClock(t *testing.T) {
 	if d := r.ResetAfter - want; d < -time.Second || d > time.Second {
 		t.Fatalf("ResetAfter %v, want about %v", r.ResetAfter, want)
 	}
+}
+
+// TestKeyRotationMemoryBounded: an attacker sending a fresh key with every
+// request (rotationKeys of them, 2 million without the race detector) never
+// makes the store hold more than WithMaxKeys keys, and its heap stays what it
+// was once full: memory is proportional to the bound, not to the number of
+// keys ever seen. Nothing expires during the attack (the fake clock stands
+// still), so every new key past the bound costs an eviction.
+func TestKeyRotationMemoryBounded(t *testing.T) {
+	const maxKeys = 1 << 16
+	clock := storetest.NewClock(storetest.Epoch)
+	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(maxKeys))
+	p := &sluice.Policy{Name: "per_key", Algorithm: sluice.GCRA, Limit: 10, Period: time.Hour}
+	ctx := context.Background()
+	buf := make([]byte, 0, 32)
+	send := func(i int) {
+		buf = strconv.AppendInt(append(buf[:0], "attacker-"...), int64(i), 10)
+		res, err := s.Decide(ctx, sluice.Request{Policy: p, Key: string(buf), Cost: 1})
+		if err != nil || !res.Allowed {
+			t.Fatalf("key %d: %+v %v", i, res, err)
+		}
+	}
+	for i := range maxKeys {
+		send(i)
+	}
+	if n := s.Len(); n < maxKeys*9/10 || n > maxKeys {
+		t.Fatalf("after %d distinct keys the store holds %d, want at most %d and close to it", maxKeys, n, maxKeys)
+	}
+	full := heapInUse()
+
+	for i := maxKeys; i < rotationKeys; i++ {
+		send(i)
+		if i%8192 == 0 {
+			if n := s.Len(); n > maxKeys {
+				t.Fatalf("after %d distinct keys the store holds %d > %d", i+1, n, maxKeys)
+			}
+		}
+	}
+	if n := s.Len(); n > maxKeys {
+		t.Fatalf("after %d distinct keys the store holds %d > %d", rotationKeys, n, maxKeys)
+	}
+	after := heapInUse()
+	runtime.KeepAlive(s)
+
+	// A full 64k-key store is about 16 MB of heap. Allow a quarter more, plus
+	// slack for the runtime's and the test binary's own noise.
+	limit := full + full/4 + 4<<20
+	t.Logf("%d distinct keys, bound %d: heap in use %.1f MB when full, %.1f MB after the rotation",
+		rotationKeys, maxKeys, float64(full)/(1<<20), float64(after)/(1<<20))
+	if after > limit {
+		t.Fatalf("heap in use grew from %d to %d bytes (limit %d) over %d keys: memory follows the keys seen, not the bound",
+			full, after, limit, rotationKeys)
+	}
+}
+
+// heapInUse returns the heap in use after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC() // the second cycle frees what the first one's finalizers released
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }

@@ -1,0 +1,471 @@
+package envoyrls
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/service"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+// Fuzzing descriptor matching and the request → checks conversion.
+//
+// Both targets run against one configuration: the two Envoy examples
+// (domains edge_proxy and api_gateway) and fuzzTree (domain fuzz), which has
+// every kind of node: exact values, wildcards (one shadowing another, and a
+// bare "*"), defaults, unlimited nodes, a ban, shadow limits, several limits
+// on one node, replaces, and nesting below exact, wildcard and default nodes.
+// The seed corpora are in testdata/fuzz/FuzzMatch and testdata/fuzz/FuzzRequest.
+
+const fuzzTree = `domain: fuzz
+descriptors:
+  - key: k
+    value: exact
+    rate_limit: {unit: minute, requests_per_unit: 10}
+  - key: k
+    value: ex*
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: k
+    value: e*
+    rate_limit: {unit: hour, requests_per_unit: 30}
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: w
+    value: "*"
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: w
+    rate_limit: {unlimited: true}
+  - key: w
+    value: "w|\\"
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: a
+    value: "1"
+    descriptors:
+      - key: b
+        rate_limits:
+          - {algorithm: gcra, period: 10s, requests_per_unit: 4, burst: 8}
+          - {unit: day, requests_per_unit: 1000, name: daily}
+        descriptors:
+          - key: c
+            value: deep
+            rate_limit: {algorithm: sliding_log, unit: minute, requests_per_unit: 2}
+          - key: c
+            value: d*
+            shadow_mode: true
+            rate_limit: {algorithm: token_bucket, unit: minute, requests_per_unit: 1}
+          - key: c
+            rate_limit: {unlimited: true}
+  - key: a
+    rate_limit: {algorithm: leaky_bucket, period: 1s, requests_per_unit: 50, burst: 100}
+    descriptors:
+      - key: b
+        value: x
+        rate_limit: {algorithm: sliding_window, unit: hour, requests_per_unit: 7, replaces: [{name: daily}]}
+  - key: g
+    value: grouped
+    descriptors:
+      - key: h
+        rate_limit: {unit: minute, requests_per_unit: 9}
+  - key: g
+    value: gr*
+    descriptors:
+      - key: h
+        value: v
+        shadow_mode: true
+        rate_limit: {unit: minute, requests_per_unit: 12}
+  - key: g
+    rate_limit: {unit: minute, requests_per_unit: 11}
+    shadow_mode: true
+`
+
+// fuzzEnv is what the fuzz targets share: the configuration, the domains to
+// pick from (an unknown one last), and a server deciding on a memory store.
+type fuzzEnv struct {
+	cfg     *config.Config
+	domains []string
+	clock   *storetest.Clock
+	srv     *Server
+}
+
+func newFuzzEnv(f *testing.F, opts ...Option) *fuzzEnv {
+	f.Helper()
+	tree := filepath.Join(f.TempDir(), "fuzz.yaml")
+	if err := os.WriteFile(tree, []byte(fuzzTree), 0o600); err != nil {
+		f.Fatal(err)
+	}
+	cfg, err := config.Load("../examples/envoy-ratelimit.yaml", "../examples/envoy-extended.yaml", tree)
+	if err != nil {
+		f.Fatal(err)
+	}
+	e := &fuzzEnv{cfg: cfg, clock: storetest.NewClock(storetest.Epoch.Add(15 * time.Second))}
+	for name := range cfg.Domains {
+		e.domains = append(e.domains, name)
+	}
+	sort.Strings(e.domains)
+	e.domains = append(e.domains, "no_such_domain")
+	store := memory.New(memory.WithClock(e.clock), memory.WithMaxKeys(1<<14))
+	e.srv = New(service.New(store, cfg, service.WithLogger(quiet)), opts...)
+	return e
+}
+
+// parseSpec decodes FuzzMatch's input: descriptors separated by '\n', their
+// entries by ';', each entry "key=value" (an entry without '=' has an empty
+// value).
+func parseSpec(spec string) []*ratelimitv3.RateLimitDescriptor {
+	if spec == "" {
+		return nil
+	}
+	var ds []*ratelimitv3.RateLimitDescriptor
+	for line := range strings.SplitSeq(spec, "\n") {
+		d := &ratelimitv3.RateLimitDescriptor{}
+		if line != "" {
+			for entry := range strings.SplitSeq(line, ";") {
+				k, v, _ := strings.Cut(entry, "=")
+				d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: k, Value: v})
+			}
+		}
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+func entriesOf(d *ratelimitv3.RateLimitDescriptor) []config.Entry {
+	var out []config.Entry
+	for _, e := range d.GetEntries() {
+		out = append(out, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
+	}
+	return out
+}
+
+// FuzzMatch: for any descriptors, config.Match returns the limits of the node
+// the documented rules lead to (at each level an exact value, else the first
+// matching "prefix*" wildcard, else the default, no backtracking), all of them
+// policies of the configuration; the store keys of the matched descriptors
+// are at most sluice.MaxKeyLen and decode back to the entry values, or the
+// request is refused with InvalidArgument; and ShouldRateLimit answers exactly
+// the requests the caps allow, with statuses that report the matched limits.
+func FuzzMatch(f *testing.F) {
+	e := newFuzzEnv(f, WithHeaders(true))
+	f.Add(uint8(2), uint8(0), "k=exact\nk=example\nk=e\nk=other\nk=")
+	f.Add(uint8(2), uint8(0), "w=w|\\\nw=\nw=anything")
+	f.Add(uint8(2), uint8(3), "a=1;b=x\na=1;b=y;c=deep\na=2;b=x\na=1;b=z;c=dx\na=1;b=z;c=q")
+	f.Add(uint8(2), uint8(1), "g=grouped;h=1\ng=great;h=v\ng=grouped\ng=gr")
+	f.Add(uint8(1), uint8(0), "remote_address=203.0.113.7\nremote_address=198.51.100.66\nuser_agent=kube-probe/1.30\nclient_id=partner-acme;path=/x\nclient_id=c;path=/api/v1/orders/9")
+	f.Add(uint8(1), uint8(0), "user_id=u1\npath=/search;user_id=u1\ngeneric_key=signup;remote_address=10.0.0.1")
+	f.Add(uint8(0), uint8(200), "api_key=k1\ntenant=t;path=/v1/reports/a\nplan=free\nupstream=payments")
+	f.Add(uint8(3), uint8(0), "k=exact")
+	f.Add(uint8(2), uint8(0), "")
+	f.Add(uint8(2), uint8(0), "k=a|b\\c")
+	f.Add(uint8(2), uint8(0), "a=1;b="+strings.Repeat("|", 600))
+	f.Add(uint8(2), uint8(0), "a=1;b="+strings.Repeat("v", 1022))
+	f.Add(uint8(2), uint8(0), "a=1;b="+strings.Repeat("v", 1023))
+	f.Add(uint8(2), uint8(0), "x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x")
+	f.Fuzz(func(t *testing.T, dom, addend uint8, spec string) {
+		domain := e.domains[int(dom)%len(e.domains)]
+		ds := parseSpec(spec)
+		req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds, HitsAddend: uint32(addend)}
+
+		// What each descriptor matches, by an independent reading of the
+		// rules, and whether the server must refuse the request.
+		matched := make([][]*config.Policy, len(ds))
+		wantErr := ""
+		switch {
+		case len(ds) == 0:
+			wantErr = "must not be empty"
+		case len(ds) > DefaultMaxDescriptors:
+			wantErr = "maximum"
+		}
+		for i, d := range ds {
+			entries := entriesOf(d)
+			m := e.cfg.Match(domain, entries)
+			node := naiveMatch(e.cfg, domain, entries)
+			checkMatch(t, e.cfg, entries, m, node)
+			if wantErr != "" || len(entries) == 0 {
+				continue
+			}
+			if len(entries) > DefaultMaxEntries {
+				wantErr = "maximum"
+				continue
+			}
+			key, keyErr := storeKey(d.Entries)
+			checkKey(t, entries, key, keyErr)
+			if !m.Unlimited && len(m.Limits) > 0 {
+				matched[i] = m.Limits
+				if keyErr != nil {
+					wantErr = "maximum"
+				}
+			}
+		}
+
+		resp, err := e.srv.ShouldRateLimit(context.Background(), req)
+		e.clock.Advance(1500 * time.Millisecond) // let limits refill now and then
+		if wantErr != "" {
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), wantErr) {
+				t.Fatalf("ShouldRateLimit(%v) = %v, %v; want InvalidArgument mentioning %q", req, resp, err, wantErr)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("ShouldRateLimit(%v): %v", req, err)
+		}
+		checkResponse(t, e.cfg, req, resp)
+		// Each status reports one of its descriptor's limits that no other
+		// matched limit replaces, and has one exactly when there is such a
+		// limit.
+		var all []*config.Policy
+		for _, ps := range matched {
+			all = append(all, ps...)
+		}
+		for i, st := range resp.Statuses {
+			var live []string
+			for _, p := range matched[i] {
+				if !replaced(p, all) {
+					live = append(live, p.Name)
+				}
+			}
+			name := st.GetCurrentLimit().GetName()
+			if len(live) == 0 && st.CurrentLimit != nil || len(live) > 0 && !slices.Contains(live, name) {
+				t.Fatalf("status %d of %v reports %q, want one of %q", i, req, name, live)
+			}
+		}
+	})
+}
+
+// naiveMatch walks the tree as the documentation says, ranking the candidates
+// at each level (an exact value 0, a wildcard 1, the default 2; the first of
+// the best rank wins) and returns the node the entries end at, or nil.
+func naiveMatch(cfg *config.Config, domain string, entries []config.Entry) *config.Descriptor {
+	d := cfg.Domains[domain]
+	if d == nil || len(entries) == 0 {
+		return nil
+	}
+	level := d.Descriptors
+	var at *config.Descriptor
+	for _, e := range entries {
+		at = nil
+		bestRank := 3
+		for _, n := range level {
+			rank := 3
+			switch {
+			case n.Key != e.Key:
+			case n.Value == "":
+				rank = 2
+			case strings.HasSuffix(n.Value, "*"):
+				if strings.HasPrefix(e.Value, strings.TrimSuffix(n.Value, "*")) {
+					rank = 1
+				}
+			case n.Value == e.Value:
+				rank = 0
+			}
+			if rank < bestRank {
+				at, bestRank = n, rank
+			}
+		}
+		if at == nil {
+			return nil
+		}
+		level = at.Children
+	}
+	return at
+}
+
+// checkMatch compares m with the node the rules lead to.
+func checkMatch(t *testing.T, cfg *config.Config, entries []config.Entry, m config.Match, node *config.Descriptor) {
+	t.Helper()
+	want := config.Match{}
+	if node != nil {
+		want = config.Match{Limits: node.Limits, Unlimited: node.Unlimited}
+	}
+	if m.Unlimited != want.Unlimited || !slices.Equal(m.Limits, want.Limits) {
+		t.Fatalf("Match(%q) = %+v, want %+v", entries, m, want)
+	}
+	if m.Unlimited && len(m.Limits) > 0 {
+		t.Fatalf("Match(%q) is unlimited with limits", entries)
+	}
+	for _, p := range m.Limits {
+		if cfg.Policies[p.Name] != p {
+			t.Fatalf("Match(%q) returned %q, not a policy of the configuration", entries, p.Name)
+		}
+	}
+}
+
+// checkKey checks storeKey's answer: an ErrInvalidKey exactly when the
+// escaped values and their separators are over MaxKeyLen, else a key that is
+// not empty and from which the values read back, so that two value lists
+// never share a counter.
+func checkKey(t *testing.T, entries []config.Entry, key string, err error) {
+	t.Helper()
+	size := len(entries) - 1
+	want := make([]string, len(entries))
+	for i, e := range entries {
+		want[i] = e.Value
+		size += len(e.Value) + strings.Count(e.Value, "|") + strings.Count(e.Value, `\`)
+	}
+	if err != nil {
+		if !errors.Is(err, sluice.ErrInvalidKey) || size <= sluice.MaxKeyLen {
+			t.Fatalf("storeKey(%q): %v for a key of %d bytes", entries, err, size)
+		}
+		return
+	}
+	if key == "" || len(key) > sluice.MaxKeyLen {
+		t.Fatalf("storeKey(%q) = %q: %d bytes", entries, key, len(key))
+	}
+	values, ok := decodeKey(key)
+	if !ok || !slices.Equal(values, want) {
+		t.Fatalf("storeKey(%q) = %q, which reads back as %q (%v)", entries, key, values, ok)
+	}
+}
+
+// decodeKey undoes storeKey.
+func decodeKey(key string) ([]string, bool) {
+	if key == emptyKey {
+		return []string{""}, true
+	}
+	var values []string
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '\\':
+			i++
+			if i == len(key) || key[i] != '\\' && key[i] != '|' {
+				return values, false
+			}
+			b.WriteByte(key[i])
+		case '|':
+			values = append(values, b.String())
+			b.Reset()
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return append(values, b.String()), true
+}
+
+// replaced reports whether another of the request's limits replaces p.
+func replaced(p *config.Policy, all []*config.Policy) bool {
+	if p.RuleName == "" {
+		return false
+	}
+	for _, q := range all {
+		if q != p && slices.Contains(q.Replaces, p.RuleName) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkResponse checks what holds for every answered request: one status per
+// descriptor, each OK or OVER_LIMIT, the overall code OVER_LIMIT exactly when
+// some status is, every reported limit a configured policy or an override,
+// and header fields that parse.
+func checkResponse(t *testing.T, cfg *config.Config, req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitResponse) {
+	t.Helper()
+	if len(resp.GetStatuses()) != len(req.GetDescriptors()) {
+		t.Fatalf("%d statuses for %d descriptors", len(resp.GetStatuses()), len(req.GetDescriptors()))
+	}
+	over := false
+	for i, st := range resp.Statuses {
+		switch st.GetCode() {
+		case codeOK:
+		case codeOverLimit:
+			over = true
+		default:
+			t.Fatalf("status %d: code %v", i, st.GetCode())
+		}
+		if l := st.GetCurrentLimit(); l != nil {
+			if cfg.Policies[l.Name] == nil && l.Name != overridePolicyName {
+				t.Fatalf("status %d reports %q, not a policy", i, l.Name)
+			}
+			if d := st.GetDurationUntilReset(); d == nil || d.AsDuration() < 0 {
+				t.Fatalf("status %d: duration_until_reset %v", i, d)
+			}
+		} else if st.GetCode() != codeOK || st.DurationUntilReset != nil {
+			t.Fatalf("status %d: %v without a limit", i, st)
+		}
+	}
+	if want := map[bool]rlsv3.RateLimitResponse_Code{false: codeOK, true: codeOverLimit}[over]; resp.GetOverallCode() != want {
+		t.Fatalf("overall_code %v, want %v: %v", resp.GetOverallCode(), want, resp)
+	}
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		switch h.GetKey() {
+		case httplimit.HeaderPolicy, httplimit.HeaderRateLimit:
+			if _, err := httpsfv.UnmarshalList([]string{h.GetValue()}); err != nil {
+				t.Fatalf("%s: %q: %v", h.GetKey(), h.GetValue(), err)
+			}
+		case httplimit.HeaderRetryAfter:
+			if !over {
+				t.Fatalf("Retry-After %q on an allowed request", h.GetValue())
+			}
+		default:
+			t.Fatalf("unexpected header %q", h.GetKey())
+		}
+	}
+}
+
+// FuzzRequest: any RateLimitRequest that decodes from the wire, overrides
+// included, is answered by ShouldRateLimit with a well-formed response or
+// refused with InvalidArgument: never a panic, never another code.
+func FuzzRequest(f *testing.F) {
+	e := newFuzzEnv(f, WithHeaders(true))
+	for _, req := range fuzzRequestSeeds() {
+		b, err := proto.Marshal(req)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req := &rlsv3.RateLimitRequest{}
+		if err := proto.Unmarshal(data, req); err != nil {
+			return
+		}
+		resp, err := e.srv.ShouldRateLimit(context.Background(), req)
+		e.clock.Advance(1500 * time.Millisecond)
+		if err != nil {
+			st, ok := status.FromError(err)
+			if !ok || st.Code() != codes.InvalidArgument || st.Message() == "" {
+				t.Fatalf("ShouldRateLimit(%v): %v, want a response or InvalidArgument", req, err)
+			}
+			return
+		}
+		if req.GetDomain() == "" || len(req.GetDescriptors()) == 0 || len(req.GetDescriptors()) > DefaultMaxDescriptors {
+			t.Fatalf("ShouldRateLimit(%v) accepted a request over the caps", req)
+		}
+		for i, d := range req.GetDescriptors() {
+			if len(d.GetEntries()) > DefaultMaxEntries {
+				t.Fatalf("ShouldRateLimit(%v) accepted descriptor %d with %d entries", req, i, len(d.GetEntries()))
+			}
+		}
+		checkResponse(t, e.cfg, req, resp)
+	})
+}
+
+// fuzzRequestSeeds are FuzzRequest's f.Add seeds; testdata/fuzz/FuzzRequest
+// holds more.
+func fuzzRequestSeeds() []*rlsv3.RateLimitRequest {
+	return []*rlsv3.RateLimitRequest{
+		{Domain: "fuzz", Descriptors: descs(desc("k", "exact"), desc("k", "example"), desc("a", "1", "b", "x"))},
+		{Domain: "fuzz", HitsAddend: 3, Descriptors: descs(withHits(desc("a", "1", "b", "y", "c", "deep"), 2), desc("w", `w|\`))},
+		{Domain: "edge_proxy", Descriptors: descs(desc("remote_address", "10.0.0.1"), withOverride(desc("client_id", "c", "path", "/x"), 5, typev3.RateLimitUnit_MINUTE, 10))},
+		{Domain: "api_gateway", Descriptors: descs(desc("api_key", "k"), desc("tenant", "t", "path", "/v1/reports/x"))},
+	}
+}
