@@ -61,8 +61,8 @@ type Store struct {
 	// (the default), OnErrorClosed or OnErrorLocal.
 	OnError string
 	// Nodes divides every limit while OnError is local, so that N nodes
-	// falling back at once admit about what the shared limit would; 0 or 1
-	// leaves limits as they are.
+	// falling back at once admit about what the shared limit would; unset
+	// (0) or 1 leaves limits as they are.
 	Nodes int
 	// Breaker tunes the circuit breaker in front of Redis; zero fields take
 	// the defaults.

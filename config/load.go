@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -146,6 +147,11 @@ func parseFile(file string, data []byte, ps *problems) *parsed {
 	return out
 }
 
+// ReservedPrefix starts the names of policies Sluice makes itself (Envoy's
+// per-request limit overrides, the readiness probe); no configured policy may
+// use it, or it would share their state and metrics.
+const ReservedPrefix = "sluice."
+
 // merge builds the Config from the parsed files, reporting what clashes
 // between them (and between policies of one file).
 func merge(files []*parsed, ps *problems) *Config {
@@ -174,6 +180,14 @@ func merge(files []*parsed, ps *problems) *Config {
 		}
 		for _, pl := range f.policies {
 			name := pl.pol.Name
+			if strings.HasPrefix(name, ReservedPrefix) {
+				how := ""
+				if pl.derived {
+					how = " (an Envoy limit is named domain.key_value...: rename the domain)"
+				}
+				p.errorf(pl.node, pl.field, "policy name %q%s starts with %q, which Sluice reserves for its own limits", name, how, ReservedPrefix)
+				continue
+			}
 			if prev, dup := policyAt[name]; dup {
 				how := ""
 				if pl.derived {

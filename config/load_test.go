@@ -145,3 +145,13 @@ func TestExamples(t *testing.T) {
 		t.Errorf("api_key: %+v, want two limits", m)
 	}
 }
+
+// Names starting with "sluice." belong to Sluice's own limits (Envoy limit
+// overrides, the readiness probe), whether written or derived.
+func TestReservedPrefix(t *testing.T) {
+	checkProblems(t, parseProblems(t, y("policies:", "  - {name: sluice.envoy_override, algorithm: gcra, limit: 1, period: 1s}")),
+		[]string{`2:5 policies[0].name: policy name "sluice.envoy_override" starts with "sluice."`})
+	checkProblems(t, parseProblems(t, y("domain: sluice", "descriptors:",
+		"  - {key: readyz, rate_limit: {unit: second, requests_per_unit: 1}}")),
+		[]string{`3:31 descriptors[0].rate_limit: policy name "sluice.readyz" (an Envoy limit is named domain.key_value...: rename the domain) starts with`})
+}

@@ -133,6 +133,8 @@ func jsonMessage(err error) string {
 		return fmt.Sprintf("field %q must be %v, got JSON %s", typ.Field, typ.Type, typ.Value)
 	case errors.Is(err, io.EOF):
 		return "the body is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends in the middle of a value"
 	default:
 		return err.Error()
 	}

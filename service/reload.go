@@ -25,7 +25,7 @@ func (s *Service) Reload(load func() (*config.Config, error)) error {
 		return err
 	}
 	old := s.Config()
-	if old.Store != cfg.Store {
+	if !sameStore(old.Store, cfg.Store) {
 		s.log.Warn("the store section changed; it takes effect at the next restart",
 			"old_url", RedactURL(old.Store.URL), "new_url", RedactURL(cfg.Store.URL))
 	}
@@ -33,6 +33,15 @@ func (s *Service) Reload(load func() (*config.Config, error)) error {
 	s.metrics.reloads.WithLabelValues("success").Inc()
 	s.log.Info("configuration reloaded", "files", cfg.Files, "policies", len(cfg.Policies), "domains", len(cfg.Domains))
 	return nil
+}
+
+// sameStore compares two store sections by value: TLS is a pointer, which
+// every load allocates afresh, so == would call every reload of a file with a
+// tls section a change.
+func sameStore(a, b config.Store) bool {
+	ta, tb := a.TLS, b.TLS
+	a.TLS, b.TLS = nil, nil
+	return a == b && (ta == nil) == (tb == nil) && (ta == nil || *ta == *tb)
 }
 
 // reloadDebounce gathers the burst of events one save or one symlink swap

@@ -60,6 +60,11 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		opts = append(opts, redisstore.WithPassword(strings.TrimRight(string(b), "\r\n")))
 	}
 	if cfg.TLS != nil {
+		if !strings.EqualFold(scheme, "rediss") {
+			// rueidis would turn TLS on for any URL given a TLS config; a
+			// redis:// URL with a tls section is a mistake either way.
+			return nil, nil, fmt.Errorf("store.tls is set but the store URL is %s://, not rediss://", strings.ToLower(scheme))
+		}
 		tc, err := tlsConfig(cfg.TLS)
 		if err != nil {
 			return nil, nil, err
