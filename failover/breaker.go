@@ -48,12 +48,14 @@ type breaker struct {
 
 // allow reports whether a call may go to the primary, and whether that call
 // is the half-open probe.
-func (b *breaker) allow(now time.Time) (call, probe bool) {
+// The clock is read only when the breaker is open: the closed state, every
+// healthy call, needs no time.
+func (b *breaker) allow(clock interface{ Now() time.Time }) (call, probe bool) {
 	switch BreakerState(b.state.Load()) {
 	case BreakerClosed:
 		return true, false
 	case BreakerOpen:
-		if now.UnixNano() < b.retryAt.Load() {
+		if clock.Now().UnixNano() < b.retryAt.Load() {
 			return false, false
 		}
 		b.mu.Lock()

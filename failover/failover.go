@@ -185,7 +185,7 @@ func (s *Store) State() BreakerState { return BreakerState(s.br.state.Load()) }
 
 // Decide implements sluice.Store.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
-	call, probe := s.br.allow(s.clock.Now())
+	call, probe := s.br.allow(s.clock)
 	if !call {
 		return s.degraded(ctx, req, ErrBreakerOpen)
 	}
@@ -204,7 +204,7 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 // DecideAll implements sluice.Store: the fail policy applies to the batch as
 // a whole, so it stays all or nothing.
 func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []sluice.Result) error {
-	call, probe := s.br.allow(s.clock.Now())
+	call, probe := s.br.allow(s.clock)
 	if !call {
 		return s.degradedAll(ctx, reqs, results, ErrBreakerOpen)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/config"
 	"io"
 	"strings"
 )
@@ -44,4 +45,17 @@ func parseFlags(fs *flag.FlagSet, args []string) int {
 		return 2
 	}
 	return -1
+}
+
+// storeSection is the configuration's store section with the --store flag
+// applied: the flag's URL, else the file's, else memory://.
+func storeSection(cfg *config.Config, flagURL string) config.Store {
+	st := cfg.Store
+	if flagURL != "" {
+		st.URL = flagURL
+	}
+	if st.URL == "" {
+		st.URL = "memory://"
+	}
+	return st
 }

@@ -116,15 +116,7 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 	if cfg.Proxy == nil {
 		return nil, errors.New("no proxy: section in the configuration files; see examples/proxy.yaml")
 	}
-	storeURL := o.storeURL
-	if storeURL == "" {
-		storeURL = cfg.Store.URL
-	}
-	if storeURL == "" {
-		storeURL = "memory://"
-	}
-	storeCfg := cfg.Store
-	storeCfg.URL = storeURL
+	storeCfg := storeSection(cfg, o.storeURL)
 	store, closeStore, err := service.OpenStore(storeCfg, log)
 	if err != nil {
 		return nil, err
@@ -157,7 +149,7 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 		}
 	})
 	log.Info("sluice proxying", "version", buildVersion(), "listen", s.addr.String(),
-		"upstream", upstream.Redacted(), "store", service.RedactURL(storeURL), "routes", len(cfg.Proxy.Routes))
+		"upstream", upstream.Redacted(), "store", service.RedactURL(storeCfg.URL), "routes", len(cfg.Proxy.Routes))
 
 	go func() {
 		defer close(s.done)

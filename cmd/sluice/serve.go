@@ -124,19 +124,11 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	if err != nil {
 		return nil, err
 	}
-	storeURL := o.storeURL
-	if storeURL == "" {
-		storeURL = cfg.Store.URL
-	}
-	if storeURL == "" {
-		storeURL = "memory://"
-	}
+	storeCfg := storeSection(cfg, o.storeURL)
 	token, err := adminToken(o.adminTokenFile)
 	if err != nil {
 		return nil, err
 	}
-	storeCfg := cfg.Store
-	storeCfg.URL = storeURL
 	store, closeStore, err := service.OpenStore(storeCfg, log)
 	if err != nil {
 		return nil, err
@@ -213,7 +205,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 			}
 		}
 	})
-	log.Info("sluice serving", "version", buildVersion(), "store", service.RedactURL(storeURL),
+	log.Info("sluice serving", "version", buildVersion(), "store", service.RedactURL(storeCfg.URL),
 		"http", s.httpAddr.String(), "grpc", addrString(s.grpcAddr),
 		"policies", len(cfg.Policies), "domains", len(cfg.Domains), "admin_api", token != "")
 
