@@ -25,7 +25,9 @@ type request struct {
 // its average the one drawn.
 func burstyTrace(seed uint64, sources, windows int, start, period, limit int64) []request {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	end := start + int64(windows)*period
+	// Times are drawn as offsets from start, so the trace is the same
+	// whatever instant virtual time starts at.
+	end := int64(windows) * period
 	var out []request
 	for src := range sources {
 		share := 0.01 + 0.29*rng.Float64()
@@ -35,11 +37,11 @@ func burstyTrace(seed uint64, sources, windows int, start, period, limit int64) 
 		meanOn, meanOff := float64(period)/2, float64(period)
 		// While on, send at the rate that averages share·L per period.
 		rate := share * float64(limit) / float64(period) * (meanOn + meanOff) / meanOn
-		t := float64(start) + rng.ExpFloat64()*meanOff
+		t := rng.ExpFloat64() * meanOff
 		for t < float64(end) {
 			on := t + rng.ExpFloat64()*meanOn
 			for t += rng.ExpFloat64() / rate; t < on && t < float64(end); t += rng.ExpFloat64() / rate {
-				out = append(out, request{t: int64(t), src: src})
+				out = append(out, request{t: start + int64(t), src: src})
 			}
 			t = on + rng.ExpFloat64()*meanOff
 		}

@@ -187,10 +187,22 @@ func (c *vclock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
 
 func (c *vclock) set(us int64) { c.us.Store(us) }
 
-// virtualStart is where virtual time begins: an instant in November 2023,
-// rounded up to a whole number of periods so windows start with the run.
+// virtualLead is how far ahead of the wall clock virtual time starts. On
+// Redis the lab passes its virtual clock to the store (redisstore.WithClock),
+// and a key then expires on the server's clock at the virtual instant its
+// state is initial again, read as a Unix time. Starting a day ahead keeps
+// every key for the whole run however slowly the machine runs it (a virtual
+// start in the past would let keys expire in real time before their virtual
+// reset, forget admissions and over-admit), and still lets the keys of a run
+// that died before deleting them expire within about a day.
+const virtualLead = 24 * time.Hour
+
+// virtualStart is where virtual time begins: virtualLead after the wall
+// clock, rounded up to a whole number of periods so windows start with the
+// run. Every scenario works on offsets from it, so the numbers do not depend
+// on when a run starts.
 func virtualStart(period int64) int64 {
-	const t0 = 1_700_000_000_000_000
+	t0 := time.Now().Add(virtualLead).UnixMicro()
 	return (t0 + period - 1) / period * period
 }
 

@@ -44,8 +44,19 @@ func newConfig(opts []Option) config {
 // instead of reading Redis TIME. Every client then needs a well-synchronized
 // clock: two clients whose clocks differ see different windows. The default,
 // server time, needs no synchronization at all. Tests use WithClock to
-// control time. Keys still expire on the server's clock, no earlier than
-// their state is initial (see the package doc, Expiry).
+// control time.
+//
+// Keys still expire on the server's clock: a key is kept until the later of
+// the instant its state is initial again, read on c as a Unix time, and the
+// server's now plus the state's remaining ResetAfter (see the package doc,
+// Expiry). So a client clock behind the server's never expires state early,
+// and a clock ahead of it keeps state longer. A clock that runs slower than
+// real time — a simulation stepping through virtual time, say — must start
+// far enough ahead of the server's clock that its resets still lie in the
+// future when the run reaches them; otherwise keys expire in real time
+// before their virtual reset, admissions are forgotten and the exact
+// algorithms over-admit. (The test suites start at 2100; `sluice lab` a day
+// ahead of the wall clock.)
 func WithClock(c sluice.Clock) Option { return func(cf *config) { cf.clock = c } }
 
 // WithPrefix sets the prefix of every key (default DefaultPrefix), so several
