@@ -52,9 +52,15 @@ func (e *keyError) Error() string {
 }
 func (e *keyError) Unwrap() error { return ErrInvalidKey }
 
-type costError struct{ cost int64 }
+type costError struct {
+	cost   int64
+	reason string // "" means negative
+}
 
 func (e *costError) Error() string {
+	if e.reason != "" {
+		return fmt.Sprintf("sluice: invalid cost %d: %s", e.cost, e.reason)
+	}
 	return fmt.Sprintf("sluice: invalid cost: %d is negative", e.cost)
 }
 func (e *costError) Unwrap() error { return ErrInvalidCost }

@@ -42,11 +42,30 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, erro
 	return l.store.Decide(ctx, req)
 }
 
-// Check is one (limiter, key, cost) of an AllowAll call.
+// Check is one (limiter, key, cost) of an AllowAll call. Its zero Cost
+// means one unit, the common case; a check that only looks at the state
+// says so with Peek.
 type Check struct {
 	Limiter *Limiter
 	Key     string
-	Cost    int64
+	// Cost is how many units to admit; 0 means 1.
+	Cost int64
+	// Peek makes the check report the key's state without consuming
+	// anything (cost 0); Cost must then be left 0.
+	Peek bool
+}
+
+// cost is the units c asks for: Cost, 1 when Cost is left 0, 0 for a peek.
+func (c Check) cost() (int64, error) {
+	switch {
+	case c.Peek && c.Cost != 0:
+		return 0, &costError{c.Cost, "a peek consumes nothing: leave Cost 0"}
+	case c.Peek:
+		return 0, nil
+	case c.Cost == 0:
+		return 1, nil
+	}
+	return c.Cost, nil
 }
 
 // AllowAll admits every check or none, at one instant — for example a per-user
@@ -65,8 +84,12 @@ func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
 		if c.Limiter.store != store {
 			return nil, ErrStoreMismatch
 		}
-		reqs[i] = Request{Policy: &c.Limiter.policy, Key: c.Key, Cost: c.Cost}
-		if err := CheckRequest(reqs[i]); err != nil {
+		cost, err := c.cost()
+		if err == nil {
+			reqs[i] = Request{Policy: &c.Limiter.policy, Key: c.Key, Cost: cost}
+			err = CheckRequest(reqs[i])
+		}
+		if err != nil {
 			return nil, fmt.Errorf("check %d (policy %q): %w", i, c.Limiter.policy.Name, err)
 		}
 		for j := range i {

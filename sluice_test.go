@@ -116,3 +116,54 @@ func TestEmissionIntervalRoundsUp(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckZeroCostCountsOne: a Check without Cost costs one unit, as a call
+// to Allow does; only an explicit Peek looks without consuming.
+func TestCheckZeroCostCountsOne(t *testing.T) {
+	ctx := context.Background()
+	clock := &fixedClock{t: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+	perUser, err := sluice.New(memory.New(memory.WithClock(clock)),
+		sluice.Policy{Name: "per-user", Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peek := func() sluice.Result {
+		t.Helper()
+		res, err := sluice.AllowAll(ctx, sluice.Check{Limiter: perUser, Key: "carol", Peek: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	if r := peek(); !r.Allowed || r.Remaining != 3 {
+		t.Fatalf("peek before: %+v, want allowed with 3 remaining", r)
+	}
+	var allowed int
+	for i := range 5 {
+		res, err := sluice.AllowAll(ctx, sluice.Check{Limiter: perUser, Key: "carol"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Allowed {
+			allowed++
+		}
+		if want := int64(max(0, 2-i)); res[0].Remaining != want {
+			t.Errorf("check %d: remaining %d, want %d", i+1, res[0].Remaining, want)
+		}
+	}
+	if allowed != 3 {
+		t.Errorf("5 checks without Cost on a limit of 3: %d allowed, want 3", allowed)
+	}
+	if r := peek(); r.Remaining != 0 {
+		t.Errorf("peek after: remaining %d, want 0", r.Remaining)
+	}
+	_, err = sluice.AllowAll(ctx, sluice.Check{Limiter: perUser, Key: "carol", Peek: true, Cost: 2})
+	if !errors.Is(err, sluice.ErrInvalidCost) {
+		t.Errorf("a peek with a cost: err %v, want ErrInvalidCost", err)
+	}
+}
+
+// fixedClock stands still: nothing here may depend on time passing.
+type fixedClock struct{ t time.Time }
+
+func (c *fixedClock) Now() time.Time { return c.t }

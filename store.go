@@ -37,7 +37,7 @@ func CheckRequest(req Request) error {
 		return &keyError{req.Key}
 	}
 	if req.Cost < 0 {
-		return &costError{req.Cost}
+		return &costError{cost: req.Cost}
 	}
 	if req.Cost > req.Policy.capacity() {
 		return &capacityError{policy: req.Policy.Name, cost: req.Cost, capacity: req.Policy.capacity()}

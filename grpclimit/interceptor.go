@@ -143,7 +143,7 @@ func (in *Interceptor) decide(c *call, cost int64) ([]Quota, bool, error) {
 		if key == "" {
 			continue
 		}
-		checks = append(checks, sluice.Check{Limiter: l.limiter, Key: key, Cost: cost})
+		checks = append(checks, sluice.Check{Limiter: l.limiter, Key: key, Cost: cost, Peek: cost == 0})
 		quotas = append(quotas, Quota{Policy: &l.policy})
 	}
 	if len(checks) == 0 {

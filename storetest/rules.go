@@ -89,8 +89,8 @@ func testAllOrNothing(t *testing.T, open Opener) {
 		batch := func(cost int64) []sluice.Result {
 			t.Helper()
 			res, err := sluice.AllowAll(e.ctx,
-				sluice.Check{Limiter: user, Key: "alice", Cost: cost},
-				sluice.Check{Limiter: global, Key: "all", Cost: cost})
+				sluice.Check{Limiter: user, Key: "alice", Cost: cost, Peek: cost == 0},
+				sluice.Check{Limiter: global, Key: "all", Cost: cost, Peek: cost == 0})
 			if err != nil {
 				t.Fatal(err)
 			}
