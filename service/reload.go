@@ -71,6 +71,9 @@ func (s *Service) Watch(ctx context.Context, paths []string, load func() (*confi
 		}
 	}
 	last := fingerprint(paths)
+	if s.watching != nil {
+		s.watching()
+	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()

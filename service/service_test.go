@@ -98,6 +98,8 @@ func watch(t *testing.T, s *Service, paths []string, load func() (*config.Config
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	watching := make(chan struct{})
+	s.watching = func() { close(watching) }
 	go func() { done <- s.Watch(ctx, paths, load) }()
 	t.Cleanup(func() {
 		cancel()
@@ -105,8 +107,13 @@ func watch(t *testing.T, s *Service, paths []string, load func() (*config.Config
 			t.Errorf("Watch: %v", err)
 		}
 	})
-	// Let the watcher register before the test changes anything.
-	time.Sleep(50 * time.Millisecond)
+	// The test changes files only once the watcher cannot miss it.
+	select {
+	case <-watching:
+	case err := <-done:
+		done <- err // for the cleanup
+		t.Fatalf("Watch returned before watching: %v", err)
+	}
 }
 
 func TestWatchEditAndInvalidEdit(t *testing.T) {
