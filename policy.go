@@ -6,8 +6,13 @@ import (
 )
 
 // Policy is one rate limit: at most Limit units per Period for each key.
-// Name identifies the policy's state inside a store: two policies with the same
-// Name on one store share their counters.
+// Name and Algorithm together identify the policy's state inside a store: two
+// policies with the same Name and the same Algorithm on one store share their
+// counters (whatever their Limit, Period and Burst), so changing a limit keeps
+// the state. A policy whose Algorithm differs finds no state and starts fresh.
+// Do not use one Name with two algorithms at once: the Redis store keeps their
+// states apart, but the memory store keeps one state per (Name, key) and each
+// algorithm discards the other's.
 type Policy struct {
 	// Name: 1 to MaxNameLen bytes of letters, digits and "_-.:/".
 	Name string
