@@ -119,7 +119,15 @@ type server struct {
 // serving, and returns; the server runs until ctx ends.
 func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server, error) {
 	paths := []string(o.configs)
-	load := func() (*config.Config, error) { return config.Load(paths...) }
+	load := func() (*config.Config, error) {
+		cfg, err := config.Load(paths...)
+		if err == nil {
+			for _, w := range cfg.Warnings() {
+				log.Warn("costly policy", "warning", w)
+			}
+		}
+		return cfg, err
+	}
 	cfg, err := load()
 	if err != nil {
 		return nil, err
