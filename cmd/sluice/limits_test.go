@@ -102,6 +102,17 @@ func TestGRPCIdleTimeout(t *testing.T) {
 	}
 }
 
+// Any gRPC connection is asked to go after --grpc-max-conn-age, busy or idle
+// (the idle timeout is off here).
+func TestGRPCMaxConnectionAge(t *testing.T) {
+	s := startLimited(t, func(l *connLimits) { l.grpcIdle, l.grpcMaxAge, l.grpcMaxAgeGrace = 0, short, short })
+	h := dialH2(t, s.grpcAddr())
+	h.settings()
+	if got := h.untilClosed(); len(got) == 0 {
+		t.Error("old connection closed without GOAWAY")
+	}
+}
+
 // A connection that never sends the HTTP/2 preface is dropped after
 // --grpc-handshake-timeout, idle timeout or not.
 func TestGRPCHandshakeTimeout(t *testing.T) {
@@ -215,10 +226,22 @@ func TestHTTPReadHeaderTimeout(t *testing.T) {
 	}
 }
 
+// Headers over --http-max-header-bytes get 431.
+func TestHTTPMaxHeaderBytes(t *testing.T) {
+	s := startLimited(t, func(l *connLimits) { l.httpMaxHeaderBytes = 8192 })
+	c := dialRaw(t, s.httpAddr())
+	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: sluice\r\nX-Big: "+strings.Repeat("a", 16<<10)+"\r\n\r\n")
+	if got := expectClosedRaw(t, c); !strings.HasPrefix(got, "HTTP/1.1 431") {
+		t.Errorf("oversized headers: %.40q, want 431", got)
+	}
+}
+
 func TestServeRejectsBadLimits(t *testing.T) {
 	for _, args := range [][]string{
 		{"--grpc-max-conns", "-1"},
 		{"--grpc-handshake-timeout", "0s"},
+		{"--grpc-keepalive-min-time", "0s"},
+		{"--grpc-idle-timeout", "-1s"},
 		{"--http-idle-timeout", "0s"},
 		{"--http-max-header-bytes", "100"},
 		{"--drain", "-1s"},

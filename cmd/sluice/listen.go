@@ -65,7 +65,7 @@ func (l *connLimits) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&l.grpcHandshake, "grpc-handshake-timeout", l.grpcHandshake, "gRPC: time a new connection has to finish the HTTP/2 handshake")
 	fs.DurationVar(&l.grpcIdle, "grpc-idle-timeout", l.grpcIdle, "gRPC: close a connection without RPCs for this long (0: never)")
 	fs.DurationVar(&l.grpcMaxAge, "grpc-max-conn-age", l.grpcMaxAge, "gRPC: ask a connection to reconnect after this long, ±10%, to rebalance clients (0: never)")
-	fs.DurationVar(&l.grpcMaxAgeGrace, "grpc-max-conn-age-grace", l.grpcMaxAgeGrace, "gRPC: time a connection past its age has to finish its RPCs")
+	fs.DurationVar(&l.grpcMaxAgeGrace, "grpc-max-conn-age-grace", l.grpcMaxAgeGrace, "gRPC: time a connection past its age has to finish its RPCs (0: no limit)")
 	fs.DurationVar(&l.grpcKeepaliveMin, "grpc-keepalive-min-time", l.grpcKeepaliveMin, "gRPC: disconnect clients that send keepalive pings more often than this")
 	fs.DurationVar(&l.grpcKeepaliveTime, "grpc-keepalive-time", l.grpcKeepaliveTime, "gRPC: ping a connection silent for this long, and close it if the ping goes unanswered for 20s")
 	fs.IntVar(&l.httpMaxConns, "http-max-conns", l.httpMaxConns, "HTTP: open connections at most; more are closed on accept (0: no cap)")
@@ -82,14 +82,18 @@ func (l *connLimits) validate() string {
 		return "--grpc-max-conns, --grpc-max-streams and --http-max-conns must not be negative"
 	case l.grpcMaxStreams > math.MaxUint32:
 		return "--grpc-max-streams is too large"
-	case l.grpcHandshake <= 0:
-		return "--grpc-handshake-timeout must be positive"
+	case l.grpcHandshake <= 0 || l.grpcKeepaliveMin <= 0:
+		return "--grpc-handshake-timeout and --grpc-keepalive-min-time must be positive"
 	case l.httpReadHeader <= 0 || l.httpRead <= 0 || l.httpIdle <= 0:
 		return "--http-read-header-timeout, --http-read-timeout and --http-idle-timeout must be positive"
 	case l.httpMaxHeaderBytes < 4096:
 		return "--http-max-header-bytes must be at least 4096"
-	case l.grpcIdle < 0 || l.grpcMaxAge < 0 || l.grpcMaxAgeGrace < 0 || l.grpcKeepaliveMin < 0 || l.grpcKeepaliveTime < 0:
-		return "gRPC durations must not be negative"
+	}
+	for name, d := range map[string]time.Duration{"--grpc-idle-timeout": l.grpcIdle, "--grpc-max-conn-age": l.grpcMaxAge,
+		"--grpc-max-conn-age-grace": l.grpcMaxAgeGrace, "--grpc-keepalive-time": l.grpcKeepaliveTime} {
+		if d < 0 {
+			return name + " must not be negative"
+		}
 	}
 	return ""
 }
