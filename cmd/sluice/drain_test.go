@@ -201,3 +201,21 @@ func TestServeSecondSignalEndsDrain(t *testing.T) {
 		t.Errorf("log lacks the second signal:\n%s", s.logs)
 	}
 }
+
+// The drain ends by itself after --drain: serve then stops without a second
+// signal.
+func TestServeDrainEndsByItself(t *testing.T) {
+	s := startServe(t, nativeConfig, func(s *serveSetup) { s.opts.drain = short })
+	s.srv.shutdown()
+	stopped := make(chan struct{})
+	go func() { s.srv.wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * waitLimit):
+		t.Fatal("serve still draining long after --drain")
+	}
+	logs := s.logs.String()
+	if d, st := strings.Index(logs, "draining"), strings.Index(logs, "shutting down"); d < 0 || st < d {
+		t.Errorf("want draining, then shutting down:\n%s", logs)
+	}
+}
