@@ -18,6 +18,7 @@ type parsed struct {
 	file      string
 	store     *Store
 	storeNode *yaml.Node // the store: key, for clashes between files
+	storeBody *yaml.Node // the store section's mapping, to locate its fields
 	policies  []placed
 	domain    *Domain
 	domainKey *yaml.Node // the domain value, for clashes between files
@@ -167,6 +168,7 @@ func merge(files []*parsed, ps *problems) *Config {
 					storeFile.file, storeFile.storeNode.Line)
 			} else {
 				storeFile, cfg.Store = f, *f.store
+				cfg.storeFile, cfg.storeBody = f.file, f.storeBody
 			}
 		}
 		if d := f.domain; d != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,10 +57,10 @@ SIGINT shuts down gracefully.
 The admin API (POST /v1/admin/reset) is on only with a token, read from
 --admin-token-file or the SLUICE_ADMIN_TOKEN environment variable.`
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var o serveOptions
-	fs := newFlagSet("serve", "sluice serve --config FILE [--config FILE...] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]", serveDescription, stderr)
-	fs.Var(&o.configs, "config", "a configuration `file` (native or envoyproxy/ratelimit format); repeat for several")
+// newServeFlags defines serve's flags on o.
+func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("serve", "sluice serve --config FILE|DIR [--config FILE|DIR...] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]", serveDescription, stderr)
+	fs.Var(&o.configs, "config", "a configuration `file` or directory (native or envoyproxy/ratelimit format); repeat for several")
 	fs.StringVar(&o.storeURL, "store", "", "the store `URL`: memory:// or redis://host:port (default: the config's store.url, else memory://)")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "listen `address` of the HTTP API")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "listen `address` of the gRPC API (Envoy RLS); empty turns it off")
@@ -69,12 +70,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight requests finish on shutdown")
 	fs.IntVar(&o.streamWorkers, "grpc-stream-workers", runtime.GOMAXPROCS(0), "gRPC: goroutines reused across calls instead of one new goroutine per call (0: one per call)")
+	withEnvHelp(fs)
+	return fs
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o serveOptions
+	fs := newServeFlags(&o, stderr)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
-	if len(o.configs) == 0 {
-		fmt.Fprintln(stderr, "serve: give at least one --config file (try examples/sluice.yaml)")
-		return 2
+	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
+		return code
+	}
+	if o.configs = configPaths(o.configs, os.LookupEnv); len(o.configs) == 0 {
+		return usageError(fs, "give at least one --config file or directory (try examples/sluice.yaml)")
 	}
 	log, err := newLogger(stderr, o.logFormat, o.logLevel)
 	if err != nil {
@@ -83,6 +93,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	srv, err := startServer(ctx, o, log)
 	if err != nil {
+		var invalid *config.Error
+		if errors.As(err, &invalid) {
+			// One problem a line, file:line: field: message, as validate
+			// prints them, rather than one quoted log value.
+			fmt.Fprintln(stderr, err)
+			log.Error("cannot start: the configuration is invalid", "problems", len(invalid.Problems))
+			return 1
+		}
 		log.Error("cannot start", "error", err)
 		return 1
 	}
@@ -119,7 +137,7 @@ type server struct {
 // serving, and returns; the server runs until ctx ends.
 func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server, error) {
 	paths := []string(o.configs)
-	load := func() (*config.Config, error) { return config.Load(paths...) }
+	load := func() (*config.Config, error) { return loadConfig(paths, o.storeURL) }
 	cfg, err := load()
 	if err != nil {
 		return nil, err
