@@ -146,3 +146,25 @@ func TestRuntimeConfigDir(t *testing.T) {
 		t.Errorf("runtime directory: %v", got)
 	}
 }
+
+// TestValidateRuntimeDirectory: with no files named, validate (like serve)
+// reads envoyproxy/ratelimit's runtime directory from RUNTIME_ROOT and
+// RUNTIME_SUBDIRECTORY.
+func TestValidateRuntimeDirectory(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "edge.yaml"), envoyConfig)
+	writeFile(t, filepath.Join(dir, "api.yml"), nativeConfig)
+	t.Setenv("RUNTIME_ROOT", root)
+	t.Setenv("RUNTIME_SUBDIRECTORY", "ratelimit")
+	if code, out, errOut := runCmd("validate"); code != 0 || out != "ok: 2 policies, 1 domains in 2 files\n" {
+		t.Fatalf("validate: exit %d %q %q", code, out, errOut)
+	}
+	writeFile(t, filepath.Join(dir, "broken.yaml"), "domain: [\n")
+	if code, _, errOut := runCmd("validate"); code != 1 || !strings.HasPrefix(errOut, filepath.Join(dir, "broken.yaml")+":") {
+		t.Fatalf("validate of a broken file: exit %d %q", code, errOut)
+	}
+}

@@ -49,8 +49,11 @@ The store holds the counters: memory:// (the default) keeps them in this
 process; redis://host:port shares them between every node using the same Redis
 or Redis Cluster. The flag overrides the configuration's store.url.
 
-Configuration files are watched (their directories, so Kubernetes ConfigMap
-updates are seen) and reloaded on change and on SIGHUP. A file that fails
+A --config directory stands for every *.yaml and *.yml file in it. Without
+--config, envoyproxy/ratelimit's RUNTIME_ROOT, RUNTIME_SUBDIRECTORY and
+RUNTIME_APPDIRECTORY name the directory. Configuration files are watched (their
+directories, and where symlinks lead, so Kubernetes ConfigMap updates and edits
+of a linked file are seen) and reloaded on change and on SIGHUP. A file that fails
 validation is rejected whole and the configuration in force stays. SIGTERM or
 SIGINT shuts down gracefully.
 
