@@ -145,3 +145,16 @@ func runCmdContext(ctx context.Context, args ...string) (code int, stdout, stder
 	code = run(ctx, args, &out, &errb)
 	return code, out.String(), errb.String()
 }
+
+// TestVersionStamp: the variable `make build` sets with -X main.version is
+// what sluice version and sluice --version print.
+func TestVersionStamp(t *testing.T) {
+	saved := version
+	version = "v1.2.3-test"
+	defer func() { version = saved }()
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if code, out, _ := runCmd(args...); code != 0 || !strings.HasPrefix(out, "sluice v1.2.3-test (go") {
+			t.Errorf("%v: exit %d %q", args, code, out)
+		}
+	}
+}
