@@ -65,3 +65,21 @@ func TestLoadDirectory(t *testing.T) {
 		t.Error("Expand of an empty directory: no error")
 	}
 }
+
+// TestTabIndentation: a tab used to indent says so and how to fix it.
+func TestTabIndentation(t *testing.T) {
+	for src, line := range map[string]string{
+		"policies:\n\t- name: p\n":                      "2",
+		"policies:\n  - name: p\n\t  algorithm: gcra\n": "3",
+		"store:\n  \turl: memory://\n":                  "2",
+	} {
+		_, err := Parse("tabs.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "indent with spaces") || !strings.HasPrefix(err.Error(), "tabs.yaml:"+line+":") {
+			t.Errorf("%q: %v", src, err)
+		}
+	}
+	// A tab after a value is not indentation, and YAML allows it.
+	if _, err := Parse("ok.yaml", []byte("policies:\n  - {name: p, algorithm: gcra, limit: 1, period: 1m}\t\n")); err != nil {
+		t.Errorf("a tab after a value: %v", err)
+	}
+}
