@@ -73,17 +73,22 @@ func (s *Service) watch(ctx context.Context, paths []string, load func() (*confi
 		return err
 	}
 	defer w.Close()
+	// The fingerprint is taken before the watches are placed, and compared
+	// again after: a change made in between has no event of its own.
+	last := fingerprint(paths)
 	watched := map[string]bool{}
 	if err := s.updateWatches(w, watched, paths, true); err != nil {
 		return err
 	}
-	if ready != nil {
-		ready()
-	}
-	last := fingerprint(paths)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	if !bytes.Equal(fingerprint(paths), last) {
+		timer.Reset(reloadDebounce)
+	}
+	if ready != nil {
+		ready()
+	}
 	for {
 		select {
 		case <-ctx.Done():

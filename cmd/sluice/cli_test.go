@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -137,13 +136,6 @@ func TestClosest(t *testing.T) {
 			t.Errorf("closest(%q) = %q, want %q", in, got, want)
 		}
 	}
-}
-
-// runCmdContext runs the sluice command in-process with ctx.
-func runCmdContext(ctx context.Context, args ...string) (code int, stdout, stderr string) {
-	var out, errb syncBuffer
-	code = run(ctx, args, &out, &errb)
-	return code, out.String(), errb.String()
 }
 
 // TestVersionStamp: the variable `make build` sets with -X main.version is
