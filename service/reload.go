@@ -76,8 +76,7 @@ func (s *Service) watch(ctx context.Context, paths []string, load func() (*confi
 	// The fingerprint is taken before the watches are placed, and compared
 	// again after: a change made in between has no event of its own.
 	last := fingerprint(paths)
-	watched := map[string]bool{}
-	if err := s.updateWatches(w, watched, paths, true); err != nil {
+	if err := s.updateWatches(w, paths, true); err != nil {
 		return err
 	}
 	timer := time.NewTimer(time.Hour)
@@ -106,7 +105,7 @@ func (s *Service) watch(ctx context.Context, paths []string, load func() (*confi
 		case <-timer.C:
 			// Links may point elsewhere now, and directories may have come
 			// or gone: follow them before reading.
-			_ = s.updateWatches(w, watched, paths, false)
+			_ = s.updateWatches(w, paths, false)
 			now := fingerprint(paths)
 			if bytes.Equal(now, last) {
 				continue
@@ -120,9 +119,11 @@ func (s *Service) watch(ctx context.Context, paths []string, load func() (*confi
 // updateWatches makes w watch exactly the directories watchDirs names for
 // paths now, by their real (symlink-free) names: a watch follows an inode,
 // so a directory reached through a link that was swapped must be watched
-// afresh. At start (strict) a directory that cannot be watched is an error;
-// later it is logged, and tried again at the next event.
-func (s *Service) updateWatches(w *fsnotify.Watcher, watched map[string]bool, paths []string, strict bool) error {
+// afresh. What w watches is asked of w itself: it drops the watch of a
+// directory that was deleted, and one created again at the same name must be
+// watched again. At start (strict) a directory that cannot be watched is an
+// error; later it is logged, and tried again at the next event.
+func (s *Service) updateWatches(w *fsnotify.Watcher, paths []string, strict bool) error {
 	want := map[string]bool{}
 	for _, dir := range watchDirs(paths) {
 		if real, err := filepath.EvalSymlinks(dir); err == nil {
@@ -130,11 +131,13 @@ func (s *Service) updateWatches(w *fsnotify.Watcher, watched map[string]bool, pa
 		}
 		want[dir] = true
 	}
-	for dir := range watched {
+	watched := map[string]bool{}
+	for _, dir := range w.WatchList() {
 		if !want[dir] {
 			_ = w.Remove(dir) // it may be gone already
-			delete(watched, dir)
+			continue
 		}
+		watched[dir] = true
 	}
 	for dir := range want {
 		if watched[dir] {
@@ -145,9 +148,7 @@ func (s *Service) updateWatches(w *fsnotify.Watcher, watched map[string]bool, pa
 				return err
 			}
 			s.log.Warn("cannot watch a configuration directory", "dir", dir, "error", err)
-			continue
 		}
-		watched[dir] = true
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sluicehq/sluice/config"
 )
 
@@ -129,4 +131,22 @@ func TestWatchSwappedRootLink(t *testing.T) {
 	// The watch moved with the link: an edit in the new tree is seen.
 	write(t, filepath.Join(base, "v2", "ratelimit", "config", "limits.yaml"), policyFile(10))
 	within(t, "an edit in the new tree is in force", func() bool { return limitOf(s, "p") == 10 })
+}
+
+// TestWatchDirectoryRecreated: the configuration directory is deleted and
+// made again (as a deploy tool may do); its new files are seen.
+func TestWatchDirectoryRecreated(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "conf")
+	must(t, os.Mkdir(dir, 0o755))
+	write(t, filepath.Join(dir, "a.yaml"), policyFile(3))
+	s, load := newTestService(t, dir)
+	watchReady(t, s, []string{dir}, load)
+
+	must(t, os.RemoveAll(dir))
+	within(t, "the missing directory is a rejected reload", func() bool { return testutil.ToFloat64(s.metrics.reloads.WithLabelValues("failure")) >= 1 })
+	must(t, os.Mkdir(dir, 0o755))
+	write(t, filepath.Join(dir, "a.yaml"), policyFile(4))
+	within(t, "the recreated directory is in force", func() bool { return limitOf(s, "p") == 4 })
+	write(t, filepath.Join(dir, "a.yaml"), policyFile(5))
+	within(t, "an edit in the recreated directory is in force", func() bool { return limitOf(s, "p") == 5 })
 }
