@@ -168,3 +168,25 @@ func TestValidateRuntimeDirectory(t *testing.T) {
 		t.Fatalf("validate of a broken file: exit %d %q", code, errOut)
 	}
 }
+
+// TestValidateReadsServeEnvironment: in serve's environment, validate checks
+// what serve would load: SLUICE_CONFIG when no file is named, and the store
+// of SLUICE_STORE.
+func TestValidateReadsServeEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	writeFile(t, a, nativeConfig)
+	writeFile(t, b, envoyConfig)
+	t.Setenv("SLUICE_CONFIG", a+","+b)
+	if code, out, errOut := runCmd("validate"); code != 0 || !strings.Contains(out, "in 2 files") {
+		t.Fatalf("SLUICE_CONFIG: exit %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := runCmd("validate", a); code != 0 || !strings.Contains(out, "in 1 files") {
+		t.Fatalf("a named file wins over SLUICE_CONFIG: exit %d %q %q", code, out, errOut)
+	}
+	t.Setenv("SLUICE_STORE", "redis://127.0.0.1:1/notadb")
+	code, _, errOut := runCmd("validate")
+	if code != 1 || !strings.HasPrefix(errOut, "--store: ") || !strings.Contains(errOut, "invalid database number") {
+		t.Fatalf("SLUICE_STORE: exit %d %q", code, errOut)
+	}
+}

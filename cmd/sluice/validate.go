@@ -15,8 +15,9 @@ const validateDescription = `Validate reads configuration files as serve would a
 with its file, line and field: the files themselves, then the store section as
 serve would open it (the password and TLS files it names are read; nothing is
 connected to). A directory stands for every *.yaml and *.yml file in it.
-Without files, the envoyproxy/ratelimit variables RUNTIME_ROOT,
-RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY name the directory, as for serve.
+As for serve, SLUICE_CONFIG and SLUICE_STORE stand in for --config and --store,
+and without files the envoyproxy/ratelimit variables RUNTIME_ROOT,
+RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY name the directory.
 The exit status is 0 when they are valid, 1 when not, 2 for a usage error.`
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
@@ -28,7 +29,17 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	if code >= 0 {
 		return code
 	}
-	paths := configPaths(append(files, positional...), os.LookupEnv)
+	// Files named here win; else, as serve does, SLUICE_CONFIG, then the
+	// RUNTIME_* directory. SLUICE_STORE stands in for --store, so that a
+	// check in serve's environment checks what serve would open.
+	named := append(append([]string(nil), files...), positional...)
+	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
+		return code
+	}
+	paths := named
+	if len(paths) == 0 {
+		paths = configPaths(files, os.LookupEnv)
+	}
 	if len(paths) == 0 {
 		return usageError(fs, "name at least one configuration file or directory")
 	}
