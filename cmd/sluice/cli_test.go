@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,6 +27,7 @@ func TestUnknownFlagIsOneLine(t *testing.T) {
 		{[]string{"serve", "--shutdown-timeout", "10"}, []string{`--shutdown-timeout "10": want a duration`}},
 		{[]string{"lab", "--json=maybe"}, []string{`--json "maybe": want true or false`}},
 		{[]string{"version", "extra"}, []string{`unexpected argument "extra"`}},
+		{[]string{"serve", "examples/sluice.yaml"}, []string{`unexpected argument "examples/sluice.yaml"; did you mean --config examples/sluice.yaml?`}},
 		{[]string{"serv"}, []string{`unknown command "serv"; did you mean "serve"?`}},
 		{[]string{"--frobnicate"}, []string{`unknown flag "--frobnicate"`, "sluice -h"}},
 	} {
@@ -147,6 +149,39 @@ func TestVersionStamp(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		if code, out, _ := runCmd(args...); code != 0 || !strings.HasPrefix(out, "sluice v1.2.3-test (go") {
 			t.Errorf("%v: exit %d %q", args, code, out)
+		}
+	}
+}
+
+// TestMakeBuildStampsVersion: `make build` passes git describe's answer (or
+// VERSION) to -X main.version — the variable TestVersionStamp shows is
+// printed — and writes bin/sluice. make -n prints the command without the
+// minutes a build takes on a loaded machine.
+func TestMakeBuildStampsVersion(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	described, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	for version, want := range map[string]string{
+		"":       strings.TrimSpace(string(described)),
+		"v1.2.3": "v1.2.3",
+	} {
+		args := []string{"-s", "-n", "-C", filepath.Join("..", ".."), "build"}
+		if version != "" {
+			args = append(args, "VERSION="+version)
+		}
+		out, err := exec.Command("make", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make %v: %v\n%s", args, err, out)
+		}
+		cmd := string(out)
+		for _, part := range []string{`-ldflags "-X main.version=` + want + `"`, "-o bin/sluice ./cmd/sluice"} {
+			if !strings.Contains(cmd, part) {
+				t.Errorf("make %v runs %q, which lacks %q", args, cmd, part)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -61,7 +62,11 @@ func printFlags(fs *flag.FlagSet) {
 func parseFlags(fs *flag.FlagSet, args []string) int {
 	rest, code := parseArgs(fs, args)
 	if code < 0 && len(rest) > 0 {
-		return usageError(fs, fmt.Sprintf("unexpected argument %q (this command takes flags only)", rest[0]))
+		msg := fmt.Sprintf("unexpected argument %q (this command takes flags only)", rest[0])
+		if ext := strings.ToLower(filepath.Ext(rest[0])); fs.Lookup("config") != nil && (ext == ".yaml" || ext == ".yml") {
+			msg = fmt.Sprintf("unexpected argument %q; did you mean --config %s?", rest[0], rest[0])
+		}
+		return usageError(fs, msg)
 	}
 	return code
 }
