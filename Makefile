@@ -6,7 +6,11 @@ BENCHTIME ?= 1s
 COUNT   ?= 5
 FUZZTIME ?= 20s
 
-.PHONY: test vet unit bench redis fmt fuzz
+# VERSION is what `sluice version` prints for `make build`.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+BIN     ?= bin/sluice
+
+.PHONY: test vet unit bench redis fmt fuzz build
 
 ## test: vet plus every test with the race detector (installs redis-server if needed)
 test: redis vet unit
@@ -18,6 +22,11 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+
+## build: build ./cmd/sluice into $(BIN), `sluice version` stamped with
+## VERSION (default: git describe --tags --always --dirty)
+build:
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/sluice
 
 ## redis: make sure redis-server and redis-cli are installed (apt-get as root)
 redis:

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"gopkg.in/yaml.v3"
 )
 
 // Config is a validated set of configuration files.
@@ -47,6 +48,11 @@ type Config struct {
 	Proxy *Proxy
 	// Files are the files the Config was read from, in order.
 	Files []string
+
+	// storeFile and storeBody locate the store section, so that problems
+	// found when it is opened point at the file and line (StoreProblem).
+	storeFile string
+	storeBody *yaml.Node
 }
 
 // Store is the store section of the native format.

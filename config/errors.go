@@ -121,3 +121,41 @@ func (p *fileParser) errorf(n *yaml.Node, field, format string, args ...any) {
 	}
 	p.out.add(pr)
 }
+
+// StoreProblem returns a Problem about field, a path in the store section
+// such as store.tls.ca_file, located at the field's line in the file that set
+// the section (at the nearest enclosing field written there). Problems that
+// only opening the store finds — a password file that cannot be read, a TLS
+// key that does not parse — are reported through it, so that they carry
+// file:line: field like every other.
+func (c *Config) StoreProblem(field, message string) Problem {
+	pr := Problem{File: c.storeFile, Field: field, Message: message}
+	n := deref(c.storeBody)
+	if n == nil {
+		return pr
+	}
+	keys := strings.Split(field, ".")
+	for _, key := range keys[1:] {
+		next := mappingValue(n, key)
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	pr.Line, pr.Column = n.Line, n.Column
+	return pr
+}
+
+// mappingValue returns the value of key in mapping n, aliases resolved; nil
+// when n is not a mapping or has no such key.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return deref(n.Content[i+1])
+		}
+	}
+	return nil
+}

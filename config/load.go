@@ -18,6 +18,7 @@ type parsed struct {
 	file      string
 	store     *Store
 	storeNode *yaml.Node // the store: key, for clashes between files
+	storeBody *yaml.Node // the store section's mapping, to locate its fields
 	policies  []placed
 	domain    *Domain
 	domainKey *yaml.Node // the domain value, for clashes between files
@@ -32,7 +33,8 @@ type placed struct {
 	derived bool // named after its place in an Envoy descriptor tree
 }
 
-// Load reads and merges configuration files. At most one of them may have a
+// Load reads and merges configuration files; a directory stands for the
+// files Expand lists in it. At most one of them may have a
 // store section; policy names (native ones and those derived from Envoy
 // descriptors) must be unique across all of them; an Envoy domain may be
 // defined in one file only. Every problem in every file is reported in one
@@ -44,33 +46,95 @@ func Load(paths ...string) (*Config, error) {
 		return nil, ps.err(nil)
 	}
 	var files []*parsed
+	var names []string
 	seen := map[string]string{}
-	for _, path := range paths {
-		clean := filepath.Clean(path)
-		if first, dup := seen[clean]; dup {
-			msg := "given twice"
-			if first != path {
-				msg += " (also as " + first + ")"
-			}
-			ps.add(Problem{File: path, Message: msg})
-			continue
-		}
-		seen[clean] = path
-		data, err := readFile(path)
+	for _, given := range paths {
+		expanded, err := expand(given)
 		if err != nil {
-			ps.add(Problem{File: path, Message: err.Error()})
+			ps.add(Problem{File: given, Message: err.Error()})
+			names = append(names, given)
 			continue
 		}
-		if f := parseFile(path, data, ps); f != nil {
-			files = append(files, f)
+		for _, path := range expanded {
+			clean := filepath.Clean(path)
+			if first, dup := seen[clean]; dup {
+				msg := "given twice"
+				if first != path {
+					msg += " (also as " + first + ")"
+				}
+				ps.add(Problem{File: path, Message: msg})
+				continue
+			}
+			seen[clean] = path
+			names = append(names, path)
+			data, err := readFile(path)
+			if err != nil {
+				ps.add(Problem{File: path, Message: err.Error()})
+				continue
+			}
+			if f := parseFile(path, data, ps); f != nil {
+				files = append(files, f)
+			}
 		}
 	}
 	cfg := merge(files, ps)
-	if err := ps.err(paths); err != nil {
+	if err := ps.err(names); err != nil {
 		return nil, err
 	}
-	cfg.Files = append([]string(nil), paths...)
+	cfg.Files = names
 	return cfg, nil
+}
+
+// Expand returns the files that paths stand for, as Load reads them: a file
+// as given, a directory as the *.yaml and *.yml files directly in it, sorted
+// by name. Names starting with a dot are skipped (editors' temporary files,
+// the ..data link of a Kubernetes ConfigMap) and so are subdirectories. The
+// error reports the first path that cannot be expanded, such as a directory
+// without such files.
+func Expand(paths ...string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		expanded, err := expand(p)
+		if err != nil {
+			return files, fmt.Errorf("%s: %w", p, err)
+		}
+		files = append(files, expanded...)
+	}
+	return files, nil
+}
+
+// expand is Expand for one path. A path that is not a directory, including
+// one that cannot be read, is returned as it is, for readFile to report.
+func expand(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("cannot read the directory: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		name := e.Name()
+		ext := strings.ToLower(filepath.Ext(name))
+		if strings.HasPrefix(name, ".") || (ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		file := filepath.Join(path, name)
+		if fi, err := os.Stat(file); err == nil && fi.IsDir() {
+			continue // a link to a directory, or a directory named x.yaml
+		}
+		files = append(files, file)
+	}
+	if len(files) == 0 {
+		return nil, errors.New("the directory holds no *.yaml or *.yml file")
+	}
+	return files, nil
 }
 
 // Parse reads one file's contents; file names it in Config.Files and in
@@ -167,6 +231,7 @@ func merge(files []*parsed, ps *problems) *Config {
 					storeFile.file, storeFile.storeNode.Line)
 			} else {
 				storeFile, cfg.Store = f, *f.store
+				cfg.storeFile, cfg.storeBody = f.file, f.storeBody
 			}
 		}
 		if d := f.domain; d != nil {

@@ -22,7 +22,7 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 		return
 	}
 	if n := top.get("store"); n != nil {
-		out.store, out.storeNode = p.store(n), top.keys["store"]
+		out.store, out.storeNode, out.storeBody = p.store(n), top.keys["store"], n
 	}
 	if n := top.get("policies"); n != nil {
 		items, _ := p.list(n, "policies", "policies")

@@ -35,7 +35,7 @@ func (p *fileParser) document(data []byte) *yaml.Node {
 		if errors.Is(err, io.EOF) {
 			p.errorf(nil, "", "file is empty")
 		} else {
-			p.syntaxError(err)
+			p.syntaxError(err, data)
 		}
 		return nil
 	}
@@ -57,7 +57,7 @@ func (p *fileParser) document(data []byte) *yaml.Node {
 	if err := doc.Decode(&discard); err != nil {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) { // type errors are duplicate keys: reported with paths below
-			p.syntaxError(err)
+			p.syntaxError(err, data)
 			return nil
 		}
 	}
@@ -68,14 +68,35 @@ func (p *fileParser) document(data []byte) *yaml.Node {
 	return doc.Content[0]
 }
 
-func (p *fileParser) syntaxError(err error) {
+func (p *fileParser) syntaxError(err error, data []byte) {
 	msg := err.Error()
 	if m := syntaxLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if tabbed := tabIndented(m[2], data, line); tabbed > 0 {
+			p.errorf(&yaml.Node{Line: tabbed}, "", "invalid YAML: a tab indents this line; indent with spaces, YAML does not allow tabs for indentation")
+			return
+		}
 		p.errorf(&yaml.Node{Line: line}, "", "invalid YAML: %s", m[2])
 		return
 	}
 	p.errorf(nil, "", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+}
+
+// tabIndented returns the line a tab indents when yaml.v3's message is about
+// one ("found character that cannot start any token", "found a tab character
+// that violates indentation", which do not say what to do); 0 otherwise.
+// yaml.v3 may name the line before the tab's, so the search starts there.
+func tabIndented(msg string, data []byte, line int) int {
+	if !strings.Contains(msg, "tab character") && !strings.Contains(msg, "cannot start any token") {
+		return 0
+	}
+	lines := bytes.Split(data, []byte("\n"))
+	for i := max(line, 1); i <= len(lines) && i <= line+1; i++ {
+		if indent := bytes.TrimLeft(lines[i-1], " "); len(indent) > 0 && indent[0] == '\t' {
+			return i
+		}
+	}
+	return 0
 }
 
 // deref follows aliases, so an anchored block can be reused like a copy.

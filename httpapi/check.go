@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -130,7 +132,10 @@ func jsonMessage(err error) string {
 	case errors.As(err, &syn):
 		return fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn)
 	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q must be %v, got JSON %s", typ.Field, typ.Type, typ.Value)
+		if field := jsonField(typ.Field); field != "" {
+			return fmt.Sprintf("field %q must be %s, got JSON %s", field, jsonKind(typ.Type), typ.Value)
+		}
+		return fmt.Sprintf("the body must be %s, got JSON %s", jsonKind(typ.Type), typ.Value)
 	case errors.Is(err, io.EOF):
 		return "the body is empty"
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -138,6 +143,42 @@ func jsonMessage(err error) string {
 	default:
 		return err.Error()
 	}
+}
+
+// jsonField is the JSON path of a decoding error's field without the names
+// of embedded Go structs, which encoding/json puts in it ("checkJSON.cost"):
+// every JSON name of the API is lower case, every Go type name is not.
+func jsonField(path string) string {
+	var keep []string
+	for _, part := range strings.Split(path, ".") {
+		if strings.ToLower(part) == part {
+			keep = append(keep, part)
+		}
+	}
+	return strings.Join(keep, ".")
+}
+
+// jsonKind names the JSON a Go type decodes from, so that messages to
+// clients never show Go's type names (int64, []httpapi.checkJSON).
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "another JSON type"
 }
 
 func (a *api) check(w http.ResponseWriter, r *http.Request) {

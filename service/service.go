@@ -27,9 +27,6 @@ type Service struct {
 	current atomic.Pointer[snapshot]
 	metrics *metrics
 	log     *slog.Logger
-	// watching, when set (tests), is called once Watch has registered its
-	// watches and read the files, so later changes cannot be missed.
-	watching func()
 }
 
 // snapshot is one configuration with what the hot path derives from it.

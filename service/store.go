@@ -10,6 +10,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -33,51 +36,21 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	if log == nil {
 		log = slog.Default()
 	}
-	scheme, _, _ := strings.Cut(cfg.URL, "://")
-	switch strings.ToLower(scheme) {
-	case "", "memory":
+	rc, problems := readStore(cfg)
+	if len(problems) > 0 {
+		return nil, nil, problems[0]
+	}
+	if rc == nil {
 		return memory.New(memory.WithMaxKeys(maxKeys(cfg))), func() {}, nil
-	case "redis", "rediss", "unix":
-	default:
-		return nil, nil, fmt.Errorf("store %s: unknown scheme %q (want memory, redis, rediss or unix)", RedactURL(cfg.URL), scheme)
 	}
-	mode := failover.FailOpen
-	if cfg.OnError != "" {
-		if mode, err = failover.ParseMode(cfg.OnError); err != nil {
-			return nil, nil, err
-		}
-	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = failover.DefaultTimeout
-	}
-	opts := []redisstore.Option{redisstore.WithLazyConnect(), redisstore.WithTimeout(timeout)}
-	if cfg.PasswordFile != "" {
-		b, err := os.ReadFile(cfg.PasswordFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store.password_file: %w", err)
-		}
-		opts = append(opts, redisstore.WithPassword(strings.TrimRight(string(b), "\r\n")))
-	}
-	if cfg.TLS != nil {
-		if !strings.EqualFold(scheme, "rediss") {
-			// rueidis would turn TLS on for any URL given a TLS config; a
-			// redis:// URL with a tls section is a mistake either way.
-			return nil, nil, fmt.Errorf("store.tls is set but the store URL is %s://, not rediss://", strings.ToLower(scheme))
-		}
-		tc, err := tlsConfig(cfg.TLS)
-		if err != nil {
-			return nil, nil, err
-		}
-		opts = append(opts, redisstore.WithTLSConfig(tc))
-	}
-	rs, err := redisstore.Open(cfg.URL, opts...)
+	rs, err := redisstore.Open(cfg.URL, rc.opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store %s: %w", RedactURL(cfg.URL), redact(err, cfg.URL))
 	}
+	mode := rc.mode
 	fs := failover.New(rs,
 		failover.WithMode(mode),
-		failover.WithTimeout(timeout),
+		failover.WithTimeout(rc.timeout),
 		failover.WithBreaker(cfg.Breaker.Failures, cfg.Breaker.Cooldown),
 		failover.WithNodes(cfg.Nodes),
 		failover.WithLocal(memory.New(memory.WithMaxKeys(maxKeys(cfg)))),
@@ -91,6 +64,96 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	return fs, rs.Close, nil
 }
 
+// CheckStore reports, without connecting, everything OpenStore would refuse
+// in st, the store section in force for cfg (its URL possibly from the
+// --store flag): the URL, the fail policy, and the password and TLS files,
+// which it reads. Problems are a *config.Error located in the file and line
+// that set the field; a bad URL that did not come from the file is reported
+// against --store. serve and validate both call it, so that validate
+// refuses exactly what serve would.
+func CheckStore(cfg *config.Config, st config.Store) error {
+	_, problems := readStore(st)
+	if len(problems) == 0 {
+		return nil
+	}
+	var list []config.Problem
+	for _, p := range problems {
+		if p.field == "store.url" && st.URL != cfg.Store.URL {
+			list = append(list, config.Problem{File: "--store", Message: p.msg})
+			continue
+		}
+		list = append(list, cfg.StoreProblem(p.field, p.msg))
+	}
+	return &config.Error{Problems: list}
+}
+
+// storeProblem is a problem with one field of the store section.
+type storeProblem struct{ field, msg string }
+
+func (p *storeProblem) Error() string { return p.field + ": " + p.msg }
+
+// redisSettings is what opening a Redis store takes, read and checked.
+type redisSettings struct {
+	mode    failover.Mode
+	timeout time.Duration
+	opts    []redisstore.Option
+}
+
+// readStore checks cfg and reads the files it names, without connecting:
+// the one place that decides what a store section may hold beyond its
+// syntax. It returns nil settings for the memory store.
+func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
+	var problems []*storeProblem
+	bad := func(field, format string, args ...any) {
+		problems = append(problems, &storeProblem{field, fmt.Sprintf(format, args...)})
+	}
+	scheme, _, _ := strings.Cut(cfg.URL, "://")
+	switch strings.ToLower(scheme) {
+	case "", "memory":
+		return nil, nil
+	case "redis", "rediss", "unix":
+	default:
+		bad("store.url", "unknown scheme %q (want memory, redis, rediss or unix)", scheme)
+		return nil, problems
+	}
+	if _, err := rueidis.ParseURL(cfg.URL); err != nil {
+		bad("store.url", "%v", redact(err, cfg.URL))
+	}
+	rc := &redisSettings{mode: failover.FailOpen, timeout: cfg.Timeout}
+	if cfg.OnError != "" {
+		mode, err := failover.ParseMode(cfg.OnError)
+		if err != nil {
+			bad("store.on_error", "%v", err)
+		}
+		rc.mode = mode
+	}
+	if rc.timeout == 0 {
+		rc.timeout = failover.DefaultTimeout
+	}
+	rc.opts = []redisstore.Option{redisstore.WithLazyConnect(), redisstore.WithTimeout(rc.timeout)}
+	if cfg.PasswordFile != "" {
+		b, err := os.ReadFile(cfg.PasswordFile)
+		if err != nil {
+			bad("store.password_file", "%v", err)
+		} else {
+			rc.opts = append(rc.opts, redisstore.WithPassword(strings.TrimRight(string(b), "\r\n")))
+		}
+	}
+	if cfg.TLS != nil {
+		if !strings.EqualFold(scheme, "rediss") {
+			// rueidis would turn TLS on for any URL given a TLS config; a
+			// redis:// URL with a tls section is a mistake either way.
+			bad("store.tls", "set, but the store URL is %s://, not rediss://", strings.ToLower(scheme))
+		}
+		tc, field, err := tlsConfig(cfg.TLS)
+		if err != nil {
+			bad(field, "%v", err)
+		}
+		rc.opts = append(rc.opts, redisstore.WithTLSConfig(tc))
+	}
+	return rc, problems
+}
+
 func maxKeys(cfg config.Store) int {
 	if cfg.MaxKeys > 0 {
 		return cfg.MaxKeys
@@ -98,27 +161,28 @@ func maxKeys(cfg config.Store) int {
 	return memory.DefaultMaxKeys
 }
 
-// tlsConfig builds the TLS configuration of the store.tls section.
-func tlsConfig(c *config.TLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // an explicit, documented opt-in
+// tlsConfig builds the TLS configuration of the store.tls section; on error
+// it names the field at fault.
+func tlsConfig(c *config.TLS) (tc *tls.Config, field string, err error) {
+	tc = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName, InsecureSkipVerify: c.InsecureSkipVerify} //nolint:gosec // an explicit, documented opt-in
 	if c.CAFile != "" {
 		pem, err := os.ReadFile(c.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("store.tls.ca_file: %w", err)
+			return nil, "store.tls.ca_file", err
 		}
 		tc.RootCAs = x509.NewCertPool()
 		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("store.tls.ca_file: %s holds no PEM certificate", c.CAFile)
+			return nil, "store.tls.ca_file", fmt.Errorf("%s holds no PEM certificate", c.CAFile)
 		}
 	}
 	if c.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("store.tls.cert_file, key_file: %w", err)
+			return nil, "store.tls.cert_file", fmt.Errorf("cannot load it with key_file: %w", err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
-	return tc, nil
+	return tc, "", nil
 }
 
 // RedactURL returns raw with its password hidden, for logs and errors.

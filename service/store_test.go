@@ -72,7 +72,7 @@ func TestOpenStoreErrors(t *testing.T) {
 		{"missing password_file", config.Store{URL: "redis://127.0.0.1:6379", PasswordFile: filepath.Join(dir, "nope")}, "store.password_file"},
 		{"missing ca_file", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CAFile: filepath.Join(dir, "nope")}}, "store.tls.ca_file"},
 		{"ca_file without PEM", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CAFile: notPEM}}, "no PEM certificate"},
-		{"bad client pair", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CertFile: notPEM, KeyFile: notPEM}}, "store.tls.cert_file, key_file"},
+		{"bad client pair", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CertFile: notPEM, KeyFile: notPEM}}, "store.tls.cert_file: cannot load it with key_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, closeStore, err := OpenStore(tc.cfg, nil)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -21,7 +22,7 @@ const (
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "sluice check [--server URL] --policy NAME --key KEY [--cost N]",
 		"Check asks a running service (its HTTP API) whether a request is allowed, and\nprints the decision. Exit status: 0 allowed, 1 denied, 2 error.\nA cost of 0 only looks: it reports the state and consumes nothing.", stderr)
-	server := fs.String("server", "http://127.0.0.1:8080", "the service's HTTP `URL`")
+	server := fs.String("server", "http://127.0.0.1:8080", "the service's HTTP `URL`; host:port means http://host:port")
 	policy := fs.String("policy", "", "the policy `name` (GET /v1/policies lists them)")
 	key := fs.String("key", "", "the `key` to limit, e.g. a user or API key")
 	cost := fs.Int64("cost", 1, "the units the request costs")
@@ -30,13 +31,17 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code // 0 after --help, 2 (exitError) for a usage error
 	}
 	if *policy == "" || *key == "" {
-		fmt.Fprintln(stderr, "check: --policy and --key are required")
-		return exitError
+		return usageError(fs, "--policy and --key are required")
 	}
+	base, err := serverURL(*server)
+	if err != nil {
+		return usageError(fs, err.Error())
+	}
+	*server = base
 	body, _ := json.Marshal(map[string]any{"policy": *policy, "key": *key, "cost": *cost})
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(*server, "/")+"/v1/check", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *server+"/v1/check", bytes.NewReader(body))
 	if err != nil {
 		fmt.Fprintln(stderr, "check:", err)
 		return exitError
@@ -93,4 +98,21 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintf(stdout, "denied: policy %s, key %q: %d of %d left; retry in %v\n", c.Policy, c.Key, c.Remaining, c.Limit, ms(c.RetryAfterMS))
 	return exitDenied
+}
+
+// serverURL is the service's base URL from --server: http:// is added to a
+// bare host:port, since that is what people type; another scheme is refused
+// rather than sent somewhere unexpected.
+func serverURL(raw string) (string, error) {
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("--server %q: want a URL such as http://127.0.0.1:8080 or host:port", raw)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("--server %q: the service's HTTP API is http:// or https:// (the gRPC port speaks only Envoy's API)", raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
 }

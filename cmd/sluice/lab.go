@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -48,24 +46,16 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&plotFile, "plot", "", "also draw the report into `FILE` (.png or .svg)")
 
 	// The scenario may come before or after the flags.
+	rest, code := parseArgs(fs, args)
+	if code >= 0 {
+		return code
+	}
 	var scenario string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		scenario, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	rest := fs.Args()
-	if scenario == "" && len(rest) > 0 {
+	if len(rest) > 0 {
 		scenario, rest = rest[0], rest[1:]
 	}
 	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "unexpected argument %q\n", rest[0])
-		fs.Usage()
-		return 2
+		return usageError(fs, fmt.Sprintf("unexpected argument %q (name one scenario)", rest[0]))
 	}
 	if scenario == "" {
 		fmt.Fprintf(stderr, "sluice lab: name a scenario: %s\n", strings.Join(lab.Scenarios, ", "))

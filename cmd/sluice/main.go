@@ -5,10 +5,10 @@
 //	sluice check --policy P --key K ask a running service for a decision
 //	sluice lab SCENARIO             reproduce the classic overshoot failures
 //	sluice bench --target URL       load-test a rate limiter (gRPC RLS, HTTP or the library)
-//	sluice validate --config FILE   check configuration files
-//	sluice version                  print the version
+//	sluice validate FILE|DIR...     check configuration files
+//	sluice version                  print the version (also sluice --version)
 //
-// Run `sluice help COMMAND` for a command's flags.
+// Run `sluice help COMMAND` or `sluice COMMAND -h` for a command's flags.
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -61,14 +62,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout)
 		return 0
+	case "--version", "-version":
+		return runVersion(ctx, rest, stdout, stderr)
 	}
+	var names []string
 	for _, c := range commands() {
 		if c.name == name {
 			return c.run(ctx, rest, stdout, stderr)
 		}
+		names = append(names, c.name)
 	}
-	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n", name)
-	usage(stderr)
+	what := "command"
+	if strings.HasPrefix(name, "-") {
+		what = "flag"
+	}
+	msg := fmt.Sprintf("sluice: unknown %s %q", what, name)
+	if guess := closest(strings.TrimLeft(name, "-"), names); guess != "" && what == "command" {
+		msg += fmt.Sprintf("; did you mean %q?", guess)
+	}
+	fmt.Fprintf(stderr, "%s (sluice -h lists the commands)\n", msg)
 	return 2
 }
 
@@ -88,6 +100,7 @@ Start here:
   sluice serve --config examples/sluice.yaml
   curl -s -XPOST localhost:8080/v1/check -d '{"policy":"api_per_key","key":"alice"}'
 
-Run "sluice help COMMAND" for a command's flags.
+Run "sluice help COMMAND" or "sluice COMMAND -h" for a command's flags,
+"sluice --version" for the version.
 `)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,8 +52,11 @@ The store holds the counters: memory:// (the default) keeps them in this
 process; redis://host:port shares them between every node using the same Redis
 or Redis Cluster. The flag overrides the configuration's store.url.
 
-Configuration files are watched (their directories, so Kubernetes ConfigMap
-updates are seen) and reloaded on change and on SIGHUP. A file that fails
+A --config directory stands for every *.yaml and *.yml file in it. Without
+--config, envoyproxy/ratelimit's RUNTIME_ROOT, RUNTIME_SUBDIRECTORY and
+RUNTIME_APPDIRECTORY name the directory. Configuration files are watched (their
+directories, and where symlinks lead, so Kubernetes ConfigMap updates and edits
+of a linked file are seen) and reloaded on change and on SIGHUP. A file that fails
 validation is rejected whole and the configuration in force stays.
 
 SIGTERM or SIGINT drains, then shuts down: for --drain, /readyz answers 503 and
@@ -63,10 +67,10 @@ signal ends the drain early.
 The admin API (POST /v1/admin/reset) is on only with a token, read from
 --admin-token-file or the SLUICE_ADMIN_TOKEN environment variable.`
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var o serveOptions
-	fs := newFlagSet("serve", "sluice serve --config FILE [--config FILE...] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]", serveDescription, stderr)
-	fs.Var(&o.configs, "config", "a configuration `file` (native or envoyproxy/ratelimit format); repeat for several")
+// newServeFlags defines serve's flags on o.
+func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("serve", "sluice serve --config FILE|DIR [--config FILE|DIR...] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]", serveDescription, stderr)
+	fs.Var(&o.configs, "config", "a configuration `file` or directory (native or envoyproxy/ratelimit format); repeat for several")
 	fs.StringVar(&o.storeURL, "store", "", "the store `URL`: memory:// or redis://host:port (default: the config's store.url, else memory://)")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "listen `address` of the HTTP API")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "listen `address` of the gRPC API (Envoy RLS); empty turns it off")
@@ -80,14 +84,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	limits.addFlags(fs)
 	o.limits = &limits
 	fs.IntVar(&o.streamWorkers, "grpc-stream-workers", runtime.GOMAXPROCS(0), "gRPC: goroutines reused across calls instead of one new goroutine per call (0: one per call)")
+	withEnvHelp(fs)
+	return fs
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o serveOptions
+	fs := newServeFlags(&o, stderr)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
 	}
-	if len(o.configs) == 0 {
-		fmt.Fprintln(stderr, "serve: give at least one --config file (try examples/sluice.yaml)")
-		return 2
+	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
+		return code
 	}
-	if msg := limits.validate(); msg != "" || o.drain < 0 || o.shutdown <= 0 {
+	if o.configs = configPaths(o.configs, os.LookupEnv); len(o.configs) == 0 {
+		return usageError(fs, "give at least one --config file or directory (try examples/sluice.yaml)")
+	}
+	if msg := o.limits.validate(); msg != "" || o.drain < 0 || o.shutdown <= 0 {
 		if msg == "" {
 			msg = "--drain must not be negative and --shutdown-timeout must be positive"
 		}
@@ -101,6 +114,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	srv, err := startServer(ctx, o, log)
 	if err != nil {
+		var invalid *config.Error
+		if errors.As(err, &invalid) {
+			// One problem a line, file:line: field: message, as validate
+			// prints them, rather than one quoted log value.
+			fmt.Fprintln(stderr, err)
+			log.Error("cannot start: the configuration is invalid", "problems", len(invalid.Problems))
+			return 1
+		}
 		log.Error("cannot start", "error", err)
 		return 1
 	}
@@ -143,7 +164,7 @@ type server struct {
 func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server, error) {
 	paths := []string(o.configs)
 	load := func() (*config.Config, error) {
-		cfg, err := config.Load(paths...)
+		cfg, err := loadConfig(paths, o.storeURL)
 		if err == nil {
 			for _, w := range cfg.Warnings() {
 				log.Warn("costly policy", "warning", w)

@@ -4,24 +4,46 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/service"
 )
 
+const validateDescription = `Validate reads configuration files as serve would and reports every problem
+with its file, line and field: the files themselves, then the store section as
+serve would open it (the password and TLS files it names are read; nothing is
+connected to). A directory stands for every *.yaml and *.yml file in it.
+As for serve, SLUICE_CONFIG and SLUICE_STORE stand in for --config and --store,
+and without files the envoyproxy/ratelimit variables RUNTIME_ROOT,
+RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY name the directory.
+The exit status is 0 when they are valid, 1 when not, 2 for a usage error.`
+
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", "sluice validate --config FILE [--config FILE...]",
-		"Validate reads configuration files as serve would and reports every problem\nwith its file, line and field. The exit status is 0 when they are valid, 1 when not.", stderr)
+	fs := newFlagSet("validate", "sluice validate [--store URL] FILE|DIR... (or --config FILE|DIR...)", validateDescription, stderr)
 	var files stringList
-	fs.Var(&files, "config", "a configuration `file` (native or envoyproxy/ratelimit format); repeat for several")
-	if code := parseFlags(fs, args); code >= 0 {
+	fs.Var(&files, "config", "a configuration `file` or directory (native or envoyproxy/ratelimit format); repeat for several")
+	storeURL := fs.String("store", "", "the store `URL` serve would be given with --store; overrides the config's store.url")
+	positional, code := parseArgs(fs, args)
+	if code >= 0 {
 		return code
 	}
-	if len(files) == 0 {
-		fmt.Fprintln(stderr, "validate: give at least one --config file")
-		return 2
+	// Files named here win; else, as serve does, SLUICE_CONFIG, then the
+	// RUNTIME_* directory. SLUICE_STORE stands in for --store, so that a
+	// check in serve's environment checks what serve would open.
+	named := append(append([]string(nil), files...), positional...)
+	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
+		return code
 	}
-	cfg, err := config.Load(files...)
+	paths := named
+	if len(paths) == 0 {
+		paths = configPaths(files, os.LookupEnv)
+	}
+	if len(paths) == 0 {
+		return usageError(fs, "name at least one configuration file or directory")
+	}
+	cfg, err := loadConfig(paths, *storeURL)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -31,6 +53,20 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fmt.Fprintf(stdout, "ok: %d policies, %d domains in %d files\n", len(cfg.Policies), len(cfg.Domains), len(cfg.Files))
 	return 0
+}
+
+// loadConfig is the one validation serve (at start and at every reload) and
+// validate share: the files, then the store section as serve would open it
+// with the --store flag's URL, files read but nothing connected to.
+func loadConfig(paths []string, storeFlag string) (*config.Config, error) {
+	cfg, err := config.Load(paths...)
+	if err != nil {
+		return nil, err
+	}
+	if err := service.CheckStore(cfg, storeSection(cfg, storeFlag)); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; by

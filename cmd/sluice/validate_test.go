@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestValidateRefusesWhatServeRefuses: for each configuration serve cannot
+// start with, validate fails too, with the same lines, and each line
+// carries file:line: field.
+func TestValidateRefusesWhatServeRefuses(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "not-pem.crt"), "not a certificate\n")
+	writeFile(t, filepath.Join(dir, "pw"), "secret\n")
+	const policies = "policies:\n  - {name: p, algorithm: gcra, limit: 5, period: 1m}\n"
+	for _, tc := range []struct {
+		name, store string
+		line        int
+		field       string
+		message     string
+		storeFlag   string
+	}{
+		{name: "password_file missing", store: "  url: redis://127.0.0.1:1\n  password_file: missing.pass\n",
+			line: 3, field: "store.password_file", message: "no such file"},
+		{name: "tls on redis://", store: "  url: redis://127.0.0.1:1\n  tls:\n    server_name: x\n",
+			line: 4, field: "store.tls", message: "not rediss://"},
+		{name: "ca_file missing", store: "  url: rediss://127.0.0.1:1\n  tls:\n    ca_file: missing-ca.pem\n",
+			line: 4, field: "store.tls.ca_file", message: "no such file"},
+		{name: "ca_file not PEM", store: "  url: rediss://127.0.0.1:1\n  tls:\n    ca_file: not-pem.crt\n",
+			line: 4, field: "store.tls.ca_file", message: "holds no PEM certificate"},
+		{name: "client certificate unreadable", store: "  url: rediss://127.0.0.1:1\n  tls:\n    cert_file: not-pem.crt\n    key_file: not-pem.crt\n",
+			line: 4, field: "store.tls.cert_file", message: "key_file"},
+		{name: "bad database in the URL", store: "  url: redis://127.0.0.1:1/abc\n",
+			line: 2, field: "store.url", message: "invalid database number"},
+		{name: "bad dial timeout in the URL", store: "  url: redis://127.0.0.1:1?dial_timeout=soon\n  password_file: pw\n",
+			line: 2, field: "store.url", message: "invalid dial timeout"},
+		{name: "bad --store URL", store: "  url: memory://\n", storeFlag: "redis://127.0.0.1:1/abc",
+			message: "--store: redis: invalid database number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.NewReplacer(" ", "_", ":", "", "/", "").Replace(tc.name)+".yaml")
+			writeFile(t, path, "store:\n"+tc.store+policies)
+			var flags []string
+			if tc.storeFlag != "" {
+				flags = []string{"--store", tc.storeFlag}
+			}
+			code, _, valOut := runCmd(append(append([]string{"validate"}, flags...), path)...)
+			if code != 1 {
+				t.Fatalf("validate: exit %d, want 1: %q", code, valOut)
+			}
+			code, _, serveOut := runCmd(append([]string{"serve", "--config", path, "--http-addr", "127.0.0.1:0", "--grpc-addr", ""}, flags...)...)
+			if code != 1 {
+				t.Fatalf("serve: exit %d, want 1: %q", code, serveOut)
+			}
+			want := tc.message
+			if tc.field != "" {
+				want = fmt.Sprintf("%s:%d:", path, tc.line)
+				if !strings.HasPrefix(valOut, want) || !strings.Contains(valOut, tc.field+": ") || !strings.Contains(valOut, tc.message) {
+					t.Errorf("validate said %q; want %s… %s: …%s…", valOut, want, tc.field, tc.message)
+				}
+			} else if !strings.HasPrefix(valOut, want) {
+				t.Errorf("validate said %q; want it to start with %q", valOut, want)
+			}
+			if !strings.Contains(serveOut, strings.TrimSpace(valOut)) {
+				t.Errorf("serve and validate differ:\nvalidate: %q\nserve:    %q", valOut, serveOut)
+			}
+		})
+	}
+	// The same store section with every file in place passes both.
+	good := filepath.Join(dir, "good.yaml")
+	writeFile(t, good, "store:\n  url: redis://127.0.0.1:1\n  password_file: pw\n"+policies)
+	if code, out, errOut := runCmd("validate", good); code != 0 {
+		t.Fatalf("valid store section: exit %d %q %q", code, out, errOut)
+	}
+}
