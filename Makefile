@@ -5,16 +5,24 @@ BENCH   ?= .
 BENCHTIME ?= 1s
 COUNT   ?= 5
 FUZZTIME ?= 20s
+# staticcheck, pinned: `go run` fetches and builds it through the module proxy,
+# so a clean machine needs nothing installed beyond Go.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: test vet unit bench redis fmt fuzz
+.PHONY: test vet lint unit bench redis fmt fuzz
 
-## test: vet plus every test with the race detector (installs redis-server if needed)
-test: redis vet unit
+## test: vet, gofmt and staticcheck, then every test with the race detector
+## (installs redis-server if needed)
+test: redis vet lint unit
 
 vet:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+
+## lint: staticcheck (pinned by STATICCHECK) over every package and its tests
+lint:
+	$(GO) run $(STATICCHECK) $(PKGS)
 
 unit:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
