@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +11,8 @@ import (
 
 // resetRequest is the body of POST /v1/admin/reset.
 type resetRequest struct {
-	Policy string `json:"policy"`
-	Key    string `json:"key"`
+	Policy string
+	Key    string
 }
 
 // reset forgets one key's state. It needs the admin bearer token; a wrong or
@@ -31,9 +29,7 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req resetRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := decodeObject(body, stringMember("policy", &req.Policy), stringMember("key", &req.Key)); err != nil {
 		writeError(w, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: jsonMessage(err)})
 		return
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,16 +19,45 @@ import (
 // checkJSON is one check as a client sends it. Cost is optional: absent
 // means 1, and 0 is a peek.
 type checkJSON struct {
-	Policy string `json:"policy"`
-	Key    string `json:"key"`
-	Cost   *int64 `json:"cost"`
+	Policy string
+	Key    string
+	Cost   *int64
+}
+
+// members are the fields of a check, for decodeObject.
+func (c *checkJSON) members() []member {
+	return []member{stringMember("policy", &c.Policy), stringMember("key", &c.Key), integerMember("cost", &c.Cost)}
 }
 
 // checkRequest is the body of POST /v1/check: either one check inline or a
 // list of checks decided all or nothing.
 type checkRequest struct {
 	checkJSON
-	Checks []checkJSON `json:"checks"`
+	Checks []checkJSON // nil when absent
+}
+
+// members are the fields of the body, for decodeObject.
+func (r *checkRequest) members() []member {
+	return append(r.checkJSON.members(), member{"checks", func(dec *json.Decoder, field string) error {
+		tok, err := dec.Token()
+		if err != nil || tok == nil {
+			return err
+		}
+		if tok != json.Delim('[') {
+			return fmt.Errorf("%s must be a list of checks, not %s", field, kind(tok))
+		}
+		r.Checks = []checkJSON{}
+		for dec.More() {
+			var c checkJSON
+			path := fmt.Sprintf("%s[%d]", field, len(r.Checks))
+			if err := readObject(dec, path, path, c.members()); err != nil {
+				return err
+			}
+			r.Checks = append(r.Checks, c)
+		}
+		_, err = dec.Token() // the closing bracket
+		return err
+	}})
 }
 
 // resultJSON is one check's decision in the response.
@@ -71,13 +99,8 @@ func writeError(w http.ResponseWriter, status int, e *apiError) {
 // returns the checks, or the status and error to answer with.
 func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]service.Check, int, *apiError) {
 	var req checkRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := decodeObject(body, req.members()...); err != nil {
 		return nil, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: jsonMessage(err)}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: "the body must hold a single JSON object"}
 	}
 	inline := req.Policy != "" || req.Key != "" || req.Cost != nil
 	var items []checkJSON
@@ -125,12 +148,9 @@ func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]servi
 // jsonMessage turns a decoding error into a message for the client.
 func jsonMessage(err error) string {
 	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
 		return fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		return fmt.Sprintf("field %q must be %v, got JSON %s", typ.Field, typ.Type, typ.Value)
 	case errors.Is(err, io.EOF):
 		return "the body is empty"
 	case errors.Is(err, io.ErrUnexpectedEOF):

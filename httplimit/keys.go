@@ -51,6 +51,8 @@ func ByIP() Key {
 
 // ByHeader keys requests by the first value of the header field name, such as
 // "X-API-Key". A request without the field, or with an empty value, has no key.
+// The value is the key byte for byte: one that is not UTF-8 is not altered, so
+// it never shares a bucket with another value.
 func ByHeader(name string) Key {
 	name = http.CanonicalHeaderKey(name)
 	return Key{get: func(q *request) (string, error) {
