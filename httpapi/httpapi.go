@@ -135,10 +135,10 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 }
 
 // authorized checks the bearer token in constant time. The scheme name is
-// case-insensitive and may be followed by several spaces (RFC 9110 §11.4).
+// case-insensitive (RFC 9110 §11.1); the token is compared exactly, so one
+// space separates them.
 func (a *api) authorized(r *http.Request) bool {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	token = strings.TrimLeft(token, " ")
 	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(token), []byte(a.adminToken)) == 1
 }
 

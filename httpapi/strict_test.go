@@ -86,7 +86,7 @@ func TestAdminStrict(t *testing.T) {
 			t.Errorf("%s: %d %+v, want 400 saying %q", c.body, resp.StatusCode, body.Error, c.message)
 		}
 	}
-	for _, auth := range []string{"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR  s3cret"} {
+	for _, auth := range []string{"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR s3cret"} {
 		e.post("/v1/check", `{"policy":"per_user","key":"a","cost":3}`)
 		if resp, _ := e.post("/v1/admin/reset", `{"policy":"per_user","key":"a"}`, "Authorization", auth); resp.StatusCode != 200 {
 			t.Errorf("Authorization %q: %d, want 200", auth, resp.StatusCode)
@@ -95,7 +95,7 @@ func TestAdminStrict(t *testing.T) {
 			t.Errorf("Authorization %q: not reset: %+v", auth, body)
 		}
 	}
-	for _, auth := range []string{"Bearers3cret", "Bearer s3cre", "Bearer S3CRET", "Basic s3cret", "s3cret"} {
+	for _, auth := range []string{"Bearers3cret", "Bearer  s3cret", "Bearer s3cre", "Bearer S3CRET", "Basic s3cret", "s3cret"} {
 		if resp, _ := e.post("/v1/admin/reset", `{"policy":"per_user","key":"a"}`, "Authorization", auth); resp.StatusCode != 401 {
 			t.Errorf("Authorization %q: %d, want 401", auth, resp.StatusCode)
 		}
