@@ -11,9 +11,12 @@ import (
 
 // resetRequest is the body of POST /v1/admin/reset.
 type resetRequest struct {
-	Policy string
-	Key    string
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
 }
+
+// resetFields are the fields of resetRequest, for decodeStrict.
+var resetFields = []field{{name: "policy"}, {name: "key"}}
 
 // reset forgets one key's state. It needs the admin bearer token; a wrong or
 // missing token gets 401 and changes nothing.
@@ -29,7 +32,7 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req resetRequest
-	if err := decodeObject(body, stringMember("policy", &req.Policy), stringMember("key", &req.Key)); err != nil {
+	if err := decodeStrict(body, resetFields, &req); err != nil {
 		writeError(w, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: jsonMessage(err)})
 		return
 	}

@@ -19,46 +19,24 @@ import (
 // checkJSON is one check as a client sends it. Cost is optional: absent
 // means 1, and 0 is a peek.
 type checkJSON struct {
-	Policy string
-	Key    string
-	Cost   *int64
-}
-
-// members are the fields of a check, for decodeObject.
-func (c *checkJSON) members() []member {
-	return []member{stringMember("policy", &c.Policy), stringMember("key", &c.Key), integerMember("cost", &c.Cost)}
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
+	Cost   *int64 `json:"cost"`
 }
 
 // checkRequest is the body of POST /v1/check: either one check inline or a
 // list of checks decided all or nothing.
 type checkRequest struct {
 	checkJSON
-	Checks []checkJSON // nil when absent
+	Checks []checkJSON `json:"checks"`
 }
 
-// members are the fields of the body, for decodeObject.
-func (r *checkRequest) members() []member {
-	return append(r.checkJSON.members(), member{"checks", func(dec *json.Decoder, field string) error {
-		tok, err := dec.Token()
-		if err != nil || tok == nil {
-			return err
-		}
-		if tok != json.Delim('[') {
-			return fmt.Errorf("%s must be a list of checks, not %s", field, kind(tok))
-		}
-		r.Checks = []checkJSON{}
-		for dec.More() {
-			var c checkJSON
-			path := fmt.Sprintf("%s[%d]", field, len(r.Checks))
-			if err := readObject(dec, path, path, c.members()); err != nil {
-				return err
-			}
-			r.Checks = append(r.Checks, c)
-		}
-		_, err = dec.Token() // the closing bracket
-		return err
-	}})
-}
+// The fields of a check and of the body of POST /v1/check, for decodeStrict.
+var (
+	checkFields        = []field{{name: "policy"}, {name: "key"}, {name: "cost", kind: kindInteger}}
+	checkRequestFields = append(checkFields[:len(checkFields):len(checkFields)],
+		field{name: "checks", kind: kindObjects, inner: checkFields})
+)
 
 // resultJSON is one check's decision in the response.
 type resultJSON struct {
@@ -99,7 +77,7 @@ func writeError(w http.ResponseWriter, status int, e *apiError) {
 // returns the checks, or the status and error to answer with.
 func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]service.Check, int, *apiError) {
 	var req checkRequest
-	if err := decodeObject(body, req.members()...); err != nil {
+	if err := decodeStrict(body, checkRequestFields, &req); err != nil {
 		return nil, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: jsonMessage(err)}
 	}
 	inline := req.Policy != "" || req.Key != "" || req.Cost != nil

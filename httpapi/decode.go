@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -21,150 +20,229 @@ import (
 //   - the text is valid UTF-8 and has no lone UTF-16 surrogate escape
 //     (encoding/json turns both into U+FFFD, so distinct keys would all share
 //     the bucket of one key).
+//
+// decodeStrict checks all that, and every value's type, in one pass over
+// the bytes, and only then lets encoding/json fill the structs: the bodies
+// it accepts are exactly those encoding/json reads without guessing.
 
-// member is one field of a JSON object the API accepts: its exact name and
-// how to read its value.
-type member struct {
-	name string
-	read func(dec *json.Decoder, field string) error
+// valueKind is the type of JSON value a field takes.
+type valueKind int
+
+const (
+	kindString  valueKind = iota
+	kindInteger           // an integer that fits in an int64
+	kindObjects           // a list of objects of the field's inner fields
+)
+
+// field is one member of a JSON object the API accepts. A field may always
+// be null, which is the same as leaving it out.
+type field struct {
+	name  string
+	kind  valueKind
+	inner []field // kindObjects: the fields of each object
 }
 
-// decodeObject reads body, which must hold exactly one JSON object of the
-// given members.
-func decodeObject(body []byte, members ...member) error {
+// decodeStrict checks that body holds exactly one JSON object of fields,
+// then decodes it into v (a pointer to a struct whose json tags name the
+// same fields).
+func decodeStrict(body []byte, fields []field, v any) error {
 	if err := checkText(body); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := readObject(dec, "", "the body", members); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if !json.Valid(body) {
+		// Let the decoder say what is wrong and where.
+		var first any
+		dec := json.NewDecoder(bytes.NewReader(body))
+		if err := dec.Decode(&first); err != nil {
+			return err
+		}
 		return errors.New("the body must hold a single JSON object")
 	}
+	s := scanner{b: body}
+	if err := s.object(place{}, fields); err != nil {
+		return err
+	}
+	return json.Unmarshal(body, v)
+}
+
+// scanner walks a body that is valid JSON (json.Valid said so), checking it
+// against the fields.
+type scanner struct {
+	b []byte
+	i int
+}
+
+// next skips white space and returns the byte that starts the next token.
+func (s *scanner) next() byte {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return s.b[s.i]
+		}
+	}
+	return 0
+}
+
+// place is where an object stands in the body: at the top, or item index
+// of the list field list. Names are only built for messages.
+type place struct {
+	list  string
+	index int
+}
+
+func (p place) String() string {
+	if p.list == "" {
+		return "the body"
+	}
+	return fmt.Sprintf("%s[%d]", p.list, p.index)
+}
+
+// field names a field of the object at p.
+func (p place) field(name string) string {
+	if p.list == "" {
+		return name
+	}
+	return p.String() + "." + name
+}
+
+// object checks the object that starts at the next token, at p.
+func (s *scanner) object(p place, fields []field) error {
+	if c := s.next(); c != '{' {
+		return fmt.Errorf("%s must be a JSON object, not %s", p, kindOf(c))
+	}
+	s.i++
+	var seen uint64 // bit j: fields[j] was given
+	for s.next() != '}' {
+		if s.b[s.i] == ',' {
+			s.i++
+			s.next()
+		}
+		start := s.i
+		raw := s.stringBody()
+		j := fieldIndex(fields, raw)
+		if j < 0 {
+			var name string
+			_ = json.Unmarshal(s.b[start:s.i], &name) // valid JSON: a string
+			return unknownField(p.field(name), fields)
+		}
+		if seen&(1<<j) != 0 {
+			return fmt.Errorf("field %q is given twice", p.field(fields[j].name))
+		}
+		seen |= 1 << j
+		s.next()
+		s.i++ // the colon
+		if err := s.value(p, &fields[j]); err != nil {
+			return err
+		}
+	}
+	s.i++
 	return nil
 }
 
-// readObject reads the object that is dec's next value; path is its place
-// in the body ("" at the top, "checks[2]" in a list), what names it in
-// messages.
-func readObject(dec *json.Decoder, path, what string, members []member) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
+// fieldIndex finds the field named raw (a member name as it is written);
+// a name with escapes is decoded first.
+func fieldIndex(fields []field, raw []byte) int {
+	if bytes.IndexByte(raw, '\\') >= 0 { // rare: decode the escapes
+		var name string
+		_ = json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &name)
+		raw = []byte(name)
 	}
-	if tok != json.Delim('{') {
-		return fmt.Errorf("%s must be a JSON object, not %s", what, kind(tok))
-	}
-	seen := make([]bool, len(members))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		name, ok := tok.(string)
-		if !ok { // the decoder reports a bad name as a syntax error; just in case
-			return fmt.Errorf("%s has a member name that is not a string", what)
-		}
-		i := memberIndex(members, name)
-		switch {
-		case i >= 0 && seen[i]:
-			return fmt.Errorf("field %q is given twice", fieldPath(path, name))
-		case i >= 0:
-			seen[i] = true
-			if err := members[i].read(dec, fieldPath(path, name)); err != nil {
-				return err
-			}
-			continue
-		}
-		for _, m := range members {
-			if strings.EqualFold(m.name, name) {
-				return fmt.Errorf("unknown field %q: field names are case-sensitive; did you mean %q?",
-					fieldPath(path, truncate(name, 100)), m.name)
-			}
-		}
-		return fmt.Errorf("unknown field %q", fieldPath(path, truncate(name, 100)))
-	}
-	_, err = dec.Token() // the closing brace
-	return err
-}
-
-func memberIndex(members []member, name string) int {
-	for i, m := range members {
-		if m.name == name {
-			return i
+	for j := range fields {
+		if string(raw) == fields[j].name { // compared without a copy
+			return j
 		}
 	}
 	return -1
 }
 
-func fieldPath(path, name string) string {
-	if path == "" {
-		return name
+func unknownField(name string, fields []field) error {
+	name = truncate(name, 100)
+	for _, f := range fields {
+		if len(f.name) == len(name) && bytes.EqualFold([]byte(f.name), []byte(name)) {
+			return fmt.Errorf("unknown field %q: field names are case-sensitive; did you mean %q?", name, f.name)
+		}
 	}
-	return path + "." + name
+	return fmt.Errorf("unknown field %q", name)
 }
 
-// kind names the JSON value a token starts, for messages.
-func kind(tok json.Token) string {
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '[' {
-			return "a list"
+// value checks the value of field f of the object at p.
+func (s *scanner) value(p place, f *field) error {
+	name := func() string { return p.field(f.name) }
+	c := s.next()
+	if c == 'n' { // null: as if absent
+		s.i += len("null")
+		return nil
+	}
+	switch f.kind {
+	case kindString:
+		if c != '"' {
+			return fmt.Errorf("%s must be a string, not %s", name(), kindOf(c))
 		}
+		s.stringBody()
+	case kindInteger:
+		if c != '-' && (c < '0' || c > '9') {
+			return fmt.Errorf("%s must be an integer, not %s", name(), kindOf(c))
+		}
+		start := s.i
+		for s.i < len(s.b) && strings.IndexByte("+-.eE0123456789", s.b[s.i]) >= 0 {
+			s.i++
+		}
+		text := s.b[start:s.i]
+		if _, err := strconv.ParseInt(string(text), 10, 64); errors.Is(err, strconv.ErrRange) {
+			return fmt.Errorf("%s must be an integer that fits in 64 bits, not %s", name(), truncate(string(text), 40))
+		} else if err != nil {
+			return fmt.Errorf("%s must be an integer, not %s", name(), truncate(string(text), 40))
+		}
+	case kindObjects:
+		if c != '[' {
+			return fmt.Errorf("%s must be a list of objects, not %s", name(), kindOf(c))
+		}
+		s.i++
+		for n := 0; s.next() != ']'; n++ {
+			if s.b[s.i] == ',' {
+				s.i++
+			}
+			if err := s.object(place{p.field(f.name), n}, f.inner); err != nil {
+				return err
+			}
+		}
+		s.i++
+	}
+	return nil
+}
+
+// stringBody steps over the string at s.i and returns what is between its
+// quotes, escapes as they are written.
+func (s *scanner) stringBody() []byte {
+	s.i++ // the opening quote
+	start := s.i
+	for s.b[s.i] != '"' {
+		if s.b[s.i] == '\\' {
+			s.i++
+		}
+		s.i++
+	}
+	s.i++
+	return s.b[start : s.i-1]
+}
+
+// kindOf names the JSON value that starts with c, for messages.
+func kindOf(c byte) string {
+	switch c {
+	case '{':
 		return "an object"
-	case string:
+	case '[':
+		return "a list"
+	case '"':
 		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
+	case 't', 'f':
 		return "true or false"
+	case 'n':
+		return "null"
 	}
-	return "null"
-}
-
-// stringMember reads a string into p; null leaves p as it is (absent).
-func stringMember(name string, p *string) member {
-	return member{name, func(dec *json.Decoder, field string) error {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch v := tok.(type) {
-		case string:
-			*p = v
-			return nil
-		case nil:
-			return nil
-		}
-		return fmt.Errorf("%s must be a string, not %s", field, kind(tok))
-	}}
-}
-
-// integerMember reads an integer into *p; null leaves *p nil (absent).
-func integerMember(name string, p **int64) member {
-	return member{name, func(dec *json.Decoder, field string) error {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch v := tok.(type) {
-		case json.Number:
-			n, err := strconv.ParseInt(v.String(), 10, 64)
-			if errors.Is(err, strconv.ErrRange) {
-				return fmt.Errorf("%s must be an integer that fits in 64 bits, not %s", field, truncate(v.String(), 40))
-			}
-			if err != nil {
-				return fmt.Errorf("%s must be an integer, not %s", field, truncate(v.String(), 40))
-			}
-			*p = &n
-			return nil
-		case nil:
-			return nil
-		}
-		return fmt.Errorf("%s must be an integer, not %s", field, kind(tok))
-	}}
+	return "a number"
 }
 
 // checkText refuses a body that is not valid UTF-8 or that escapes half of

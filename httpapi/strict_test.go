@@ -28,7 +28,7 @@ func TestStrictDecoding(t *testing.T) {
 		{`{"policy":"per_user","key":"a","cost":9223372036854775808}`, `cost must be an integer that fits in 64 bits`},
 		{`{"policy":7,"key":"a"}`, `policy must be a string, not a number`},
 		{`{"checks":[{"policy":"per_user","key":["a"]}]}`, `checks[0].key must be a string, not a list`},
-		{`{"checks":{"policy":"per_user","key":"a"}}`, `checks must be a list of checks, not an object`},
+		{`{"checks":{"policy":"per_user","key":"a"}}`, `checks must be a list of objects, not an object`},
 		{`{"checks":[null]}`, `checks[0] must be a JSON object, not null`},
 		{`[{"policy":"per_user","key":"a"}]`, `the body must be a JSON object, not a list`},
 		{`{"policy":"per_user","key":"a"}]`, `the body must hold a single JSON object`},
