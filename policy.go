@@ -6,8 +6,13 @@ import (
 )
 
 // Policy is one rate limit: at most Limit units per Period for each key.
-// Name identifies the policy's state inside a store: two policies with the same
-// Name on one store share their counters.
+// Name and Algorithm together identify the policy's state inside a store: two
+// policies with the same Name and the same Algorithm on one store share their
+// counters (whatever their Limit, Period and Burst), so changing a limit keeps
+// the state. A policy whose Algorithm differs finds no state and starts fresh.
+// Do not use one Name with two algorithms at once: the Redis store keeps their
+// states apart, but the memory store keeps one state per (Name, key) and each
+// algorithm discards the other's.
 type Policy struct {
 	// Name: 1 to MaxNameLen bytes of letters, digits and "_-.:/".
 	Name string
@@ -33,6 +38,20 @@ const (
 	// maxSpan bounds periods and bucket spans (about 142 years), so that now plus
 	// a span or two stays below maxExact for the next century.
 	maxSpan = 1 << 52
+
+	// MaxSlidingLogLimit caps the Limit of a sliding_log policy. The log keeps
+	// one entry per admitted unit, so its state grows with the limit: at the
+	// cap a key holds up to about 260 kB in Redis and 256 KiB in memory, and
+	// a decision's work grows with it too.
+	MaxSlidingLogLimit = 10_000
+	// SlidingLogWarnLimit is the sliding_log Limit above which Warning
+	// reports the state's size: valid, but costly with many keys.
+	SlidingLogWarnLimit = 1_000
+	// logEntryBytesRedis is what one sliding_log entry costs in Redis
+	// (MEMORY USAGE of a 100,000-entry log: 2,610,320 B).
+	logEntryBytesRedis = 26
+	// logEntryBytesMemory is what one slot of the memory store's ring costs.
+	logEntryBytesMemory = 16
 )
 
 // Validate reports the first invalid field as a *PolicyError (which wraps
@@ -67,15 +86,52 @@ func (p *Policy) Validate() error {
 		return bad("Burst", "applies only to token_bucket, leaky_bucket and gcra, not %s; leave it 0", p.Algorithm)
 	}
 	switch {
+	case p.Limit >= maxExact:
+		return bad("Limit", "must be below 2^53, got %d", p.Limit)
+	case p.Algorithm == SlidingLog && p.Limit > MaxSlidingLogLimit:
+		return bad("Limit", "sliding_log keeps one entry per admitted unit: limit %d would hold up to %s per key in Redis (%s in memory), more than the cap of %d entries; use sliding_window or gcra, or a smaller limit over a shorter period",
+			p.Limit, formatBytes(p.Limit*logEntryBytesRedis), formatBytes(memoryLogBytes(p.Limit)), MaxSlidingLogLimit)
 	case p.Algorithm == SlidingWindow && p.Limit > maxExact/period:
 		// The decision compares prev·(P−e) with (L−cur−n)·P.
 		return bad("Limit", "sliding_window needs Limit × Period (in µs) of at most 2^53; %d per %v is too large: use a shorter period or gcra", p.Limit, p.Period)
 	case p.Algorithm.isBucket() && p.capacity() > maxSpan/p.emissionInterval():
 		return bad("Burst", "the bucket's span (Burst × Period/Limit) must be at most 2^52µs (about 142 years), got Burst %d", p.capacity())
-	case p.Limit >= maxExact:
-		return bad("Limit", "must be below 2^53, got %d", p.Limit)
 	}
 	return nil
+}
+
+// Warning describes what makes a valid policy costly to run, or returns "".
+// Today that is a sliding_log policy whose Limit is above
+// SlidingLogWarnLimit: its state grows with the limit.
+func (p *Policy) Warning() string {
+	if p.Algorithm != SlidingLog || p.Limit <= SlidingLogWarnLimit {
+		return ""
+	}
+	return fmt.Sprintf("sliding_log keeps one entry per admitted unit: limit %d can hold up to %s per key in Redis (%s in memory); with many keys, sliding_window or gcra cost a few dozen bytes per key",
+		p.Limit, formatBytes(p.Limit*logEntryBytesRedis), formatBytes(memoryLogBytes(p.Limit)))
+}
+
+// memoryLogBytes is the largest ring the memory store keeps for a log of at
+// most limit entries: 4 slots, doubled until they hold limit.
+func memoryLogBytes(limit int64) int64 {
+	slots := int64(4)
+	for slots < limit {
+		slots *= 2
+	}
+	return slots * logEntryBytesMemory
+}
+
+// formatBytes prints n in B, kB or MB (powers of 1000), as a person reads it.
+func formatBytes(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1_000_000:
+		return fmt.Sprintf("%.0f kB", float64(n)/1e3)
+	case n < 1_000_000_000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 }
 
 func validName(s string) string {

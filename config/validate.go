@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -94,4 +96,25 @@ func algorithmNames() string {
 		s += string(a)
 	}
 	return s
+}
+
+// Warnings lists what makes valid policies costly to run (see
+// sluice.Policy.Warning), each prefixed with where the policy is defined,
+// sorted. Loading succeeds regardless; validate prints them and serve logs
+// them.
+func (c *Config) Warnings() []string {
+	var out []string
+	for _, p := range c.Policies {
+		w := p.Warning()
+		if w == "" {
+			continue
+		}
+		at := "policy " + p.Name
+		if p.File != "" {
+			at = fmt.Sprintf("%s:%d: %s", p.File, p.Line, at)
+		}
+		out = append(out, at+": "+w)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -5,7 +5,7 @@
 //	POST /v1/admin/reset    forget a key's state (needs the admin bearer token;
 //	                        absent when no token is configured)
 //	GET  /healthz           the process is up
-//	GET  /readyz            the store answers
+//	GET  /readyz            the store answers and the server is not draining
 //	GET  /metrics           Prometheus metrics
 //
 // A check answers 200 when allowed and 429 when denied, both with a JSON body
@@ -51,11 +51,17 @@ func WithMaxBodyBytes(n int64) Option { return func(a *api) { a.maxBody = n } }
 // WithMaxChecks caps the checks of one request (default DefaultMaxChecks).
 func WithMaxChecks(n int) Option { return func(a *api) { a.maxChecks = n } }
 
+// WithDraining makes /readyz answer 503 {"status":"draining"} whenever
+// draining reports true, whatever the store's health: the server is shutting
+// down and load balancers should move traffic away while it still answers.
+func WithDraining(draining func() bool) Option { return func(a *api) { a.draining = draining } }
+
 type api struct {
 	svc        *service.Service
 	adminToken string
 	maxBody    int64
 	maxChecks  int
+	draining   func() bool
 }
 
 // New returns the API's handler over svc.
@@ -120,6 +126,10 @@ func (a *api) policies(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	if a.draining != nil && a.draining() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	st := a.svc.Ready(ctx)

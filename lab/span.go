@@ -14,7 +14,7 @@ const (
 	// buckets the bound over such a span is B + L (B + L·Δ/P with Δ = P).
 	spanSliding = "any span [t, t+P)"
 	// spanAligned: every window [kP, (k+1)P) aligned to the epoch — all the
-	// fixed window promises (SEMANTICS.md), and what the naive fixed-window
+	// fixed window promises (docs/semantics.md), and what the naive fixed-window
 	// counters try to keep.
 	spanAligned = "aligned windows [kP, (k+1)P)"
 )

@@ -6,7 +6,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// model is an independent statement of SEMANTICS.md for one (policy, key): it
+// model is an independent statement of the contract (docs/semantics.md) for one (policy, key): it
 // decides admission straight from the contract's table — brute-force sums over
 // the admitted history for the windows and the log, a token bucket with exact
 // rational tokens for the buckets — and finds Remaining, RetryAfter and

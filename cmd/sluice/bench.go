@@ -46,7 +46,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&tc.Domain, "domain", "bench", "gRPC: the rate limit domain")
 	fs.StringVar(&tc.Descriptor, "descriptor", "key", "gRPC: the descriptor, `key=value[,key2=value2]`; see above for where the per-request key goes")
 	algorithm := fs.String("algorithm", string(sluice.GCRA), "memory:// and redis://: the policy's algorithm")
-	fs.Int64Var(&tc.Limit, "limit", 1_000_000_000, "memory:// and redis://: the policy's limit per period")
+	fs.Int64Var(&tc.Limit, "limit", 0, "memory:// and redis://: the policy's limit per period (0: 1000000000, so nothing is denied; sliding_log's largest, 10000)")
 	fs.DurationVar(&tc.Period, "period", time.Second, "memory:// and redis://: the policy's period")
 	fs.Int64Var(&tc.Burst, "burst", 0, "memory:// and redis://: the bucket size of token_bucket, leaky_bucket and gcra (0: the limit)")
 	fs.DurationVar(&tc.Timeout, "timeout", 5*time.Second, "give up on one call after this long")
@@ -54,6 +54,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
+	}
+	if tc.Limit == 0 {
+		tc.Limit = 1_000_000_000
+		if *algorithm == string(sluice.SlidingLog) {
+			tc.Limit = sluice.MaxSlidingLogLimit
+		}
 	}
 	switch {
 	case *target == "":

@@ -247,6 +247,12 @@ func TestValidateCommand(t *testing.T) {
 			t.Errorf("validate output lacks %q:\n%s", want, errOut)
 		}
 	}
+	costly := filepath.Join(dir, "costly.yaml")
+	writeFile(t, costly, "policies:\n  - name: log\n    algorithm: sliding_log\n    limit: 5000\n    period: 1h\n")
+	if code, out, errOut := runCmd("validate", "--config", costly); code != 0 || !strings.HasPrefix(out, "ok: 1 policies") ||
+		!strings.Contains(errOut, "warning: "+costly+":2: policy log: sliding_log keeps one entry per admitted unit: limit 5000 can hold up to 130 kB per key in Redis") {
+		t.Errorf("costly policy: exit %d %q %q", code, out, errOut)
+	}
 	for _, example := range []string{"sluice.yaml", "envoy-ratelimit.yaml", "envoy-extended.yaml"} {
 		path := filepath.Join("..", "..", "examples", example)
 		if code, out, errOut := runCmd("validate", "--config", path); code != 0 {
