@@ -5,20 +5,28 @@ BENCH   ?= .
 BENCHTIME ?= 1s
 COUNT   ?= 5
 FUZZTIME ?= 20s
+# staticcheck, pinned: `go run` fetches and builds it through the module proxy,
+# so a clean machine needs nothing installed beyond Go.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # VERSION is what `sluice version` prints for `make build`.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 BIN     ?= bin/sluice
 
-.PHONY: test vet unit bench redis fmt fuzz build
+.PHONY: test vet lint unit bench redis fmt fuzz build
 
-## test: vet plus every test with the race detector (installs redis-server if needed)
-test: redis vet unit
+## test: vet, gofmt and staticcheck, then every test with the race detector
+## (installs redis-server if needed)
+test: redis vet lint unit
 
 vet:
 	$(GO) vet $(PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+
+## lint: staticcheck (pinned by STATICCHECK) over every package and its tests
+lint:
+	$(GO) run $(STATICCHECK) $(PKGS)
 
 unit:
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)

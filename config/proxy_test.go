@@ -137,11 +137,10 @@ func TestProxyAcrossFiles(t *testing.T) {
 	}
 	// The policy is defined in a later file: resolved after the merge.
 	paths := write(t, files, "routes.yaml", "policies.yaml")
-	cfg, err := Load(paths[:1]...)
-	if err == nil {
+	if _, err := Load(paths[:1]...); err == nil {
 		t.Fatal("routes alone: want unknown policies")
 	}
-	_, err = Load(paths...)
+	_, err := Load(paths...)
 	var e *Error
 	if !errors.As(err, &e) || len(e.Problems) != 1 || e.Problems[0].File != paths[0] || e.Problems[0].Line != 3 ||
 		!strings.Contains(e.Problems[0].Message, `unknown policy "nope"`) {
@@ -150,7 +149,7 @@ func TestProxyAcrossFiles(t *testing.T) {
 
 	files["routes.yaml"] = y("proxy:", "  routes:", "    - limits: [{policy: api, key: ip}]")
 	paths = write(t, files, "routes.yaml", "policies.yaml", "again.yaml")
-	if cfg, err = Load(paths[:2]...); err != nil || cfg.Proxy == nil || cfg.Proxy.Routes[0].Limits[0].Policy != "api" {
+	if cfg, err := Load(paths[:2]...); err != nil || cfg.Proxy == nil || cfg.Proxy.Routes[0].Limits[0].Policy != "api" {
 		t.Fatalf("Load = %+v, %v", cfg, err)
 	}
 	_, err = Load(paths...)

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -93,7 +92,7 @@ func New(svc *service.Service, opts ...Option) *Server {
 // service (grpc.health.v1.Health) on g, usually a *grpc.Server.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	rlsv3.RegisterRateLimitServiceServer(g, s)
-	healthgrpc.RegisterHealthServer(g, s.health)
+	healthpb.RegisterHealthServer(g, s.health)
 }
 
 // Shutdown makes the health service report NOT_SERVING, for good: call it when

@@ -2,13 +2,11 @@ package grpclimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"net"
 	"net/netip"
 	"strings"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/limitcore"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 )
@@ -17,7 +15,7 @@ import (
 // ByMetadata, ByMethod, ByFunc, Global or Keys. A call for which a Key yields
 // the empty string has no key; see Limit.
 type Key struct {
-	get func(*call) (string, error)
+	get limitcore.KeyFunc[*call]
 }
 
 // call is one RPC as the keys see it.
@@ -46,12 +44,7 @@ func ByPeer() Key {
 		if !a.IsValid() {
 			return "", nil
 		}
-		a = a.Unmap().WithZone("")
-		if a.Is4() || c.in.cfg.v6Bits >= 128 {
-			return a.String(), nil
-		}
-		pfx, _ := a.Prefix(c.in.cfg.v6Bits)
-		return pfx.String(), nil
+		return limitcore.IPKey(a.Unmap().WithZone(""), c.in.cfg.V6Bits), nil
 	}}
 }
 
@@ -88,39 +81,9 @@ func Global() Key {
 // counted per distinct combination, e.g. Keys(ByMetadata("x-api-key"),
 // ByMethod()) per client and method. A call that lacks any part has no key.
 func Keys(keys ...Key) Key {
-	for _, k := range keys {
-		if k.get == nil {
-			return Key{} // so that Limit reports the zero Key
-		}
+	parts := make([]limitcore.KeyFunc[*call], len(keys))
+	for i, k := range keys {
+		parts[i] = k.get
 	}
-	return Key{get: func(c *call) (string, error) {
-		var b strings.Builder
-		for i, k := range keys {
-			part, err := k.get(c)
-			if err != nil || part == "" {
-				return "", err
-			}
-			if i > 0 {
-				b.WriteByte('|')
-			}
-			// '\' and '|' are escaped, so '|' only ever separates parts.
-			for j := 0; j < len(part); j++ {
-				if part[j] == '\\' || part[j] == '|' {
-					b.WriteByte('\\')
-				}
-				b.WriteByte(part[j])
-			}
-		}
-		return b.String(), nil
-	}}
-}
-
-// fitKey replaces a key longer than sluice.MaxKeyLen by its SHA-256, so that
-// it is still counted on its own instead of failing the call.
-func fitKey(k string) string {
-	if len(k) <= sluice.MaxKeyLen {
-		return k
-	}
-	sum := sha256.Sum256([]byte(k))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return Key{get: limitcore.Join(parts...)}
 }

@@ -2,13 +2,12 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/limitcore"
 )
 
 // DefaultMaxDelay is how long a call waits at most for a leaky bucket's Delay
@@ -28,27 +27,16 @@ type Option func(*config) error
 // LimitOption configures one limit; pass them to Limit.
 type LimitOption func(*limit)
 
+// config is the options shared with httplimit (limitcore.Settings) and the
+// interceptor's own.
 type config struct {
-	limits     []limit
-	v6Bits     int
-	cost       func(ctx context.Context, fullMethod string) int64
-	onError    func(ctx context.Context, fullMethod string, err error) error
-	onShadow   func(ctx context.Context, fullMethod string, d ShadowDenial)
-	logger     *slog.Logger
-	jitter     time.Duration
-	maxDelay   time.Duration
-	quiet      bool
-	shadowAll  bool
-	policyName map[string]bool
+	limitcore.Settings[*call]
+	cost     func(ctx context.Context, fullMethod string) int64
+	onError  func(ctx context.Context, fullMethod string, err error) error
+	onShadow func(ctx context.Context, fullMethod string, d ShadowDenial)
 }
 
-type limit struct {
-	limiter  *sluice.Limiter
-	policy   sluice.Policy // a copy, so Quota can point at it
-	key      Key
-	fallback Key
-	shadow   bool
-}
+type limit = limitcore.Limit[*call]
 
 // Limit adds a limit: every call is counted by limiter under the key that key
 // derives from it. All the enforced limits are checked together, all or
@@ -57,37 +45,21 @@ type limit struct {
 // counted by this limit, unless FallbackKey says otherwise.
 func Limit(limiter *sluice.Limiter, key Key, opts ...LimitOption) Option {
 	return func(c *config) error {
-		if limiter == nil {
-			return errors.New("grpclimit: Limit: limiter is nil")
-		}
-		p := limiter.Policy()
-		if key.get == nil {
-			return fmt.Errorf("grpclimit: Limit %q: key is the zero Key; use ByPeer, ByMetadata, ByMethod, ByFunc, Global or Keys", p.Name)
-		}
-		if c.policyName[p.Name] {
-			return fmt.Errorf("grpclimit: Limit %q: two limits share the policy name, and with it their counters", p.Name)
-		}
-		c.policyName[p.Name] = true
-		l := limit{limiter: limiter, policy: p, key: key}
-		for _, o := range opts {
-			o(&l)
-		}
-		c.limits = append(c.limits, l)
-		return nil
+		return limitcore.AddLimit(&c.Settings, limiter, key.get, "ByPeer, ByMetadata, ByMethod, ByFunc, Global or Keys", opts...)
 	}
 }
 
 // FallbackKey keys the calls that the limit's own key has no key for by k
 // instead, e.g. FallbackKey(ByPeer()). The two kinds of keys are kept apart.
-func FallbackKey(k Key) LimitOption { return func(l *limit) { l.fallback = k } }
+func FallbackKey(k Key) LimitOption { return func(l *limit) { l.Fallback = k.get } }
 
 // Shadow puts one limit in shadow mode: decided and reported (OnShadowDenial)
 // but never enforced, and not sent to clients. It is charged only for calls
 // the enforced limits admit, and peeked at (cost 0) otherwise.
-func Shadow() LimitOption { return func(l *limit) { l.shadow = true } }
+func Shadow() LimitOption { return func(l *limit) { l.Shadow = true } }
 
 // ShadowAll puts every limit in shadow mode (see Shadow).
-func ShadowAll() Option { return func(c *config) error { c.shadowAll = true; return nil } }
+func ShadowAll() Option { return func(c *config) error { c.ShadowAll = true; return nil } }
 
 // OnShadowDenial sets the function called each time a shadow limit would have
 // denied a call. The default logs a line at level Warn.
@@ -98,13 +70,7 @@ func OnShadowDenial(f func(ctx context.Context, fullMethod string, d ShadowDenia
 // IPv6Prefix sets how many leading bits of an IPv6 peer address ByPeer keys on
 // (1 to 128; default 64).
 func IPv6Prefix(bits int) Option {
-	return func(c *config) error {
-		if bits < 1 || bits > 128 {
-			return fmt.Errorf("grpclimit: IPv6Prefix: %d bits, want 1 to 128", bits)
-		}
-		c.v6Bits = bits
-		return nil
-	}
+	return func(c *config) error { return c.SetIPv6Prefix(bits) }
 }
 
 // Cost sets the function that says how many units a call costs on every
@@ -124,33 +90,21 @@ func OnError(f func(ctx context.Context, fullMethod string, err error) error) Op
 
 // Logger sets the logger of the default error and shadow handlers
 // (slog.Default() otherwise).
-func Logger(l *slog.Logger) Option { return func(c *config) error { c.logger = l; return nil } }
+func Logger(l *slog.Logger) Option { return func(c *config) error { c.Logger = l; return nil } }
 
 // RetryJitter adds a random delay of up to max to every advertised retry
 // delay, so that clients denied together do not return together. It only ever
 // adds time.
 func RetryJitter(max time.Duration) Option {
-	return func(c *config) error {
-		if max < 0 {
-			return fmt.Errorf("grpclimit: RetryJitter: negative bound %v", max)
-		}
-		c.jitter = max
-		return nil
-	}
+	return func(c *config) error { return c.SetRetryJitter(max) }
 }
 
 // MaxDelay bounds how long a call admitted by a leaky bucket waits for its
 // Delay before the handler runs (default DefaultMaxDelay); see
 // httplimit.MaxDelay, whose rules it follows. MaxDelay(0) turns shaping off.
 func MaxDelay(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("grpclimit: MaxDelay: negative %v", d)
-		}
-		c.maxDelay = d
-		return nil
-	}
+	return func(c *config) error { return c.SetMaxDelay(d) }
 }
 
 // NoMetadataWhenAllowed sends the rate-limit metadata on denials only.
-func NoMetadataWhenAllowed() Option { return func(c *config) error { c.quiet = true; return nil } }
+func NoMetadataWhenAllowed() Option { return func(c *config) error { c.Quiet = true; return nil } }

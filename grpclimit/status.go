@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/limitcore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -28,12 +29,8 @@ const (
 // metadata returns the rate-limit metadata for quotas, with retry-after when
 // retry > 0.
 func (in *Interceptor) metadata(quotas []Quota, retry time.Duration) metadata.MD {
-	policy := in.policyAll
-	if len(quotas) != len(in.enforced) {
-		policy = httplimit.FormatPolicy(quotas)
-	}
 	md := metadata.MD{
-		MetadataPolicy:    {policy},
+		MetadataPolicy:    {in.core.PolicyField(quotas)},
 		MetadataRateLimit: {httplimit.FormatRateLimit(quotas)},
 	}
 	if retry > 0 {
@@ -49,14 +46,12 @@ func denial(quotas []Quota, cost int64, retry time.Duration) error {
 	retry = (retry + time.Millisecond - 1).Truncate(time.Millisecond)
 	qf := &errdetails.QuotaFailure{}
 	var names []string
-	for _, q := range quotas {
-		if q.Result.Remaining < cost {
-			names = append(names, q.Policy.Name)
-			qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-				Subject:     "policy:" + q.Policy.Name,
-				Description: fmt.Sprintf("%d per %v", q.Policy.Limit, q.Policy.Period),
-			})
-		}
+	for _, q := range limitcore.Violated(quotas, cost) {
+		names = append(names, q.Policy.Name)
+		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
+			Subject:     "policy:" + q.Policy.Name,
+			Description: fmt.Sprintf("%d per %v", q.Policy.Limit, q.Policy.Period),
+		})
 	}
 	st := status.New(codes.ResourceExhausted,
 		fmt.Sprintf("rate limit exceeded (%s); retry in %v", strings.Join(names, ", "), retry))
@@ -69,9 +64,9 @@ func denial(quotas []Quota, cost int64, retry time.Duration) error {
 // defaultError is the default OnError.
 func (in *Interceptor) defaultError(ctx context.Context, method string, err error) error {
 	if errors.Is(err, sluice.ErrExceedsCapacity) {
-		in.cfg.logger.InfoContext(ctx, "grpclimit: call cost exceeds a limit's capacity", "method", method, "err", err)
+		in.cfg.Logger.InfoContext(ctx, "grpclimit: call cost exceeds a limit's capacity", "method", method, "err", err)
 		return status.Error(codes.ResourceExhausted, "the call costs more than a rate limit can ever admit at once")
 	}
-	in.cfg.logger.ErrorContext(ctx, "grpclimit: cannot check rate limits", "method", method, "err", err)
+	in.cfg.Logger.ErrorContext(ctx, "grpclimit: cannot check rate limits", "method", method, "err", err)
 	return status.Error(codes.Unavailable, "the rate limiter is unavailable")
 }

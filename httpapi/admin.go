@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,9 @@ type resetRequest struct {
 	Policy string `json:"policy"`
 	Key    string `json:"key"`
 }
+
+// resetFields are the fields of resetRequest, for decodeStrict.
+var resetFields = []field{{name: "policy"}, {name: "key"}}
 
 // reset forgets one key's state. It needs the admin bearer token; a wrong or
 // missing token gets 401 and changes nothing.
@@ -31,9 +32,7 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req resetRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := decodeStrict(body, resetFields, &req); err != nil {
 		writeError(w, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: jsonMessage(err)})
 		return
 	}

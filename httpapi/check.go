@@ -1,15 +1,12 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -33,6 +30,13 @@ type checkRequest struct {
 	checkJSON
 	Checks []checkJSON `json:"checks"`
 }
+
+// The fields of a check and of the body of POST /v1/check, for decodeStrict.
+var (
+	checkFields        = []field{{name: "policy"}, {name: "key"}, {name: "cost", kind: kindInteger}}
+	checkRequestFields = append(checkFields[:len(checkFields):len(checkFields)],
+		field{name: "checks", kind: kindObjects, inner: checkFields})
+)
 
 // resultJSON is one check's decision in the response.
 type resultJSON struct {
@@ -73,13 +77,8 @@ func writeError(w http.ResponseWriter, status int, e *apiError) {
 // returns the checks, or the status and error to answer with.
 func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]service.Check, int, *apiError) {
 	var req checkRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := decodeStrict(body, checkRequestFields, &req); err != nil {
 		return nil, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: jsonMessage(err)}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: "the body must hold a single JSON object"}
 	}
 	inline := req.Policy != "" || req.Key != "" || req.Cost != nil
 	var items []checkJSON
@@ -127,15 +126,9 @@ func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]servi
 // jsonMessage turns a decoding error into a message for the client.
 func jsonMessage(err error) string {
 	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
 		return fmt.Sprintf("invalid JSON at byte %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		if field := jsonField(typ.Field); field != "" {
-			return fmt.Sprintf("field %q must be %s, got JSON %s", field, jsonKind(typ.Type), typ.Value)
-		}
-		return fmt.Sprintf("the body must be %s, got JSON %s", jsonKind(typ.Type), typ.Value)
 	case errors.Is(err, io.EOF):
 		return "the body is empty"
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -143,42 +136,6 @@ func jsonMessage(err error) string {
 	default:
 		return err.Error()
 	}
-}
-
-// jsonField is the JSON path of a decoding error's field without the names
-// of embedded Go structs, which encoding/json puts in it ("checkJSON.cost"):
-// every JSON name of the API is lower case, every Go type name is not.
-func jsonField(path string) string {
-	var keep []string
-	for _, part := range strings.Split(path, ".") {
-		if strings.ToLower(part) == part {
-			keep = append(keep, part)
-		}
-	}
-	return strings.Join(keep, ".")
-}
-
-// jsonKind names the JSON a Go type decodes from, so that messages to
-// clients never show Go's type names (int64, []httpapi.checkJSON).
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	}
-	return "another JSON type"
 }
 
 func (a *api) check(w http.ResponseWriter, r *http.Request) {

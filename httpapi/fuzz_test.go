@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -10,7 +13,11 @@ import (
 
 // FuzzDecodeCheckRequest: no body makes the decoder panic, and every body it
 // accepts yields between 1 and maxChecks checks of policies that exist;
-// every refusal is a 4xx with a code and a message.
+// every refusal is a 4xx with a code and a message that shows no Go type.
+// An accepted body is valid UTF-8, and encoding/json (which is laxer: it
+// folds case, keeps the last of two fields and replaces bad text by U+FFFD)
+// reads the same checks from it: strictness only ever refuses, it never
+// reads a body differently.
 func FuzzDecodeCheckRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"policy":"p","key":"alice"}`,
@@ -18,6 +25,9 @@ func FuzzDecodeCheckRequest(f *testing.F) {
 		`{"checks":[{"policy":"p","key":"a"},{"policy":"q","key":"b","cost":3}]}`,
 		`{"checks":[]}`, `{"policy":"nope","key":"a"}`, `{"policy":"p","key":"a"} x`,
 		`{"policy":"p","key":"a","cost":1e99}`, `[]`, `null`, `{"checks":null}`, ``,
+		`{"Policy":"p","key":"a"}`, `{"checks":[{"policy":"p","key":"a","key":"b"}]}`,
+		`{"policy":"p","key":"\ud83d"}`, `{"policy":"p","key":"\\\ud83d\ude00"}`, `{"policy":"p","key":"\\ud800"}`,
+		`{"policy":"p","key":"a","cost":null}`, `{"policy":"p","key":"\u00e9\ufffd"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -35,6 +45,11 @@ func FuzzDecodeCheckRequest(f *testing.F) {
 			if checks != nil {
 				t.Fatal("checks returned with an error")
 			}
+			for _, goName := range []string{"int64", "checkJSON", "checkRequest", "httpapi."} {
+				if strings.Contains(apiErr.Message, goName) {
+					t.Fatalf("message %q shows Go's %s", apiErr.Message, goName)
+				}
+			}
 			return
 		}
 		if len(checks) == 0 || len(checks) > maxChecks {
@@ -45,5 +60,42 @@ func FuzzDecodeCheckRequest(f *testing.F) {
 				t.Fatalf("a check of an unknown policy: %+v", c)
 			}
 		}
+		if !utf8.Valid(body) {
+			t.Fatalf("accepted a body that is not UTF-8: %q", body)
+		}
+		lax := laxChecks(t, body)
+		if len(lax) != len(checks) {
+			t.Fatalf("%d checks, encoding/json reads %d", len(checks), len(lax))
+		}
+		for i, c := range checks {
+			l, cost := lax[i], int64(1)
+			if l.Cost != nil {
+				cost = *l.Cost
+			}
+			if l.Policy != c.Policy.Name || l.Key != c.Key || cost != c.Cost {
+				t.Fatalf("check %d: %+v, encoding/json reads %+v", i, c, l)
+			}
+		}
 	})
+}
+
+type laxCheck struct {
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
+	Cost   *int64 `json:"cost"`
+}
+
+// laxChecks reads the checks of body as encoding/json does.
+func laxChecks(t *testing.T, body []byte) []laxCheck {
+	var req struct {
+		laxCheck
+		Checks []laxCheck `json:"checks"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatalf("accepted %q, which encoding/json refuses: %v", body, err)
+	}
+	if req.Checks != nil {
+		return req.Checks
+	}
+	return []laxCheck{req.laxCheck}
 }

@@ -144,10 +144,12 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, body)
 }
 
-// authorized checks the bearer token in constant time.
+// authorized checks the bearer token in constant time. The scheme name is
+// case-insensitive (RFC 9110 §11.1); the token is compared exactly, so one
+// space separates them.
 func (a *api) authorized(r *http.Request) bool {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(token), []byte(a.adminToken)) == 1
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(token), []byte(a.adminToken)) == 1
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

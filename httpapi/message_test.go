@@ -15,15 +15,15 @@ var goTypeName = regexp.MustCompile(`\b(u?int(8|16|32|64)?|float(32|64)|checkJSO
 // never Go's type names.
 func TestDecodeErrorsSpeakJSON(t *testing.T) {
 	for body, want := range map[string]string{
-		`{"policy":"p","key":"k","cost":"1"}`:    `field "cost" must be a whole number, got JSON string`,
-		`{"policy":"p","key":"k","cost":1.5}`:    `field "cost" must be a whole number, got JSON number 1.5`,
-		`{"policy":3,"key":"k"}`:                 `field "policy" must be a string, got JSON number`,
-		`{"policy":"p","key":true}`:              `field "key" must be a string, got JSON bool`,
-		`{"checks":{}}`:                          `field "checks" must be a list, got JSON object`,
-		`{"checks":[1]}`:                         `must be an object, got JSON number`,
-		`{"checks":[{"policy":"p","cost":"x"}]}`: `must be a whole number, got JSON string`,
-		`{"policy":"p","key":"k","cost":1e30}`:   `field "cost" must be a whole number, got JSON number 1e30`,
-		`["policy"]`:                             `must be an object, got JSON array`,
+		`{"policy":"p","key":"k","cost":"1"}`:    `cost must be an integer, not a string`,
+		`{"policy":"p","key":"k","cost":1.5}`:    `cost must be an integer, not 1.5`,
+		`{"policy":3,"key":"k"}`:                 `policy must be a string, not a number`,
+		`{"policy":"p","key":true}`:              `key must be a string, not`,
+		`{"checks":{}}`:                          `checks must be a list of objects, not an object`,
+		`{"checks":[1]}`:                         `checks[0] must be a JSON object, not a number`,
+		`{"checks":[{"policy":"p","cost":"x"}]}`: `checks[0].cost must be an integer, not a string`,
+		`{"policy":"p","key":"k","cost":1e30}`:   `cost must be an integer`,
+		`["policy"]`:                             `the body must be a JSON object, not a list`,
 	} {
 		_, status, apiErr := decodeCheckRequest([]byte(body), nil, 10)
 		if apiErr == nil || status != 400 {

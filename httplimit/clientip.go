@@ -173,14 +173,3 @@ func parseNode(s string) netip.Addr {
 	}
 	return a.Unmap().WithZone("")
 }
-
-// ipKey is the rate-limit key of a client address: IPv4 addresses as they
-// are, IPv6 addresses grouped by their first bits, because one subscriber is
-// usually given a whole /64 (or more) and could otherwise rotate through it.
-func ipKey(a netip.Addr, v6Bits int) string {
-	if a.Is4() || v6Bits >= 128 {
-		return a.String()
-	}
-	p, _ := a.Prefix(v6Bits)
-	return p.String()
-}

@@ -119,7 +119,7 @@ func writeProblem(w http.ResponseWriter, p problem) {
 func (m *Middleware) defaultError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, sluice.ErrExceedsCapacity) {
 		// The request, not the service, is at fault: no retry can pass it.
-		m.cfg.logger.InfoContext(r.Context(), "httplimit: request cost exceeds a limit's capacity",
+		m.cfg.Logger.InfoContext(r.Context(), "httplimit: request cost exceeds a limit's capacity",
 			"method", r.Method, "path", r.URL.Path, "err", err)
 		writeProblem(w, problem{
 			Type: ProblemCostTooHigh, Status: http.StatusRequestEntityTooLarge,
@@ -127,7 +127,7 @@ func (m *Middleware) defaultError(w http.ResponseWriter, r *http.Request, err er
 		})
 		return
 	}
-	m.cfg.logger.ErrorContext(r.Context(), "httplimit: cannot check rate limits",
+	m.cfg.Logger.ErrorContext(r.Context(), "httplimit: cannot check rate limits",
 		"method", r.Method, "path", r.URL.Path, "err", err)
 	writeProblem(w, problem{
 		Type: ProblemUnavailable, Status: http.StatusServiceUnavailable,
@@ -137,7 +137,7 @@ func (m *Middleware) defaultError(w http.ResponseWriter, r *http.Request, err er
 
 // defaultShadow is the default shadow report; see OnShadowDenial.
 func (m *Middleware) defaultShadow(r *http.Request, d ShadowDenial) {
-	m.cfg.logger.WarnContext(r.Context(), "httplimit: shadow limit would deny",
+	m.cfg.Logger.WarnContext(r.Context(), "httplimit: shadow limit would deny",
 		"policy", d.Policy.Name, "retry_after", d.Result.RetryAfter, "denied_anyway", d.Denied,
 		"method", r.Method, "path", r.URL.Path)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/limitcore"
 )
 
 // FuzzClientIP feeds arbitrary peers and forwarding fields to ClientIP. The
@@ -50,7 +51,7 @@ func FuzzClientIP(f *testing.F) {
 			if again := ClientIP(back, nil); again != got {
 				t.Fatalf("%v: %v does not read back (%v)", order, got, again)
 			}
-			if k := ipKey(got, 64); k == "" {
+			if k := limitcore.IPKey(got, 64); k == "" {
 				t.Fatalf("%v: empty key for %v", order, got)
 			}
 		}

@@ -7,14 +7,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/limitcore"
 )
 
 // Quota is one limit's part of a response's rate-limit header fields: the
-// policy that was applied and the Result it gave.
-type Quota struct {
-	Policy *sluice.Policy
-	Result sluice.Result
-}
+// policy that was applied (Policy) and the Result it gave (Result).
+type Quota = limitcore.Quota
 
 // Header field names of draft-ietf-httpapi-ratelimit-headers and the legacy
 // X-RateLimit-* convention.

@@ -1,13 +1,10 @@
 package httplimit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"net/netip"
-	"strings"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/limitcore"
 )
 
 // Key tells a limit which bucket a request is counted in: requests with the
@@ -18,7 +15,7 @@ import (
 // is absent, say. By default the limit then does not apply to that request;
 // FallbackKey names another Key to use instead.
 type Key struct {
-	get func(*request) (string, error)
+	get limitcore.KeyFunc[*request]
 }
 
 // request is one request as the keys see it. The client address is worked out
@@ -48,12 +45,14 @@ func ByIP() Key {
 		if !ip.IsValid() {
 			return "", nil
 		}
-		return ipKey(ip, q.m.cfg.v6Bits), nil
+		return limitcore.IPKey(ip, q.m.cfg.V6Bits), nil
 	}}
 }
 
 // ByHeader keys requests by the first value of the header field name, such as
 // "X-API-Key". A request without the field, or with an empty value, has no key.
+// The value is the key byte for byte: one that is not UTF-8 is not altered, so
+// it never shares a bucket with another value.
 func ByHeader(name string) Key {
 	name = http.CanonicalHeaderKey(name)
 	return Key{get: func(q *request) (string, error) {
@@ -80,49 +79,9 @@ func Global() Key {
 // address. The parts are joined unambiguously (no two different combinations
 // make the same key). A request that lacks any of the parts has no key.
 func Keys(keys ...Key) Key {
-	for _, k := range keys {
-		if k.get == nil {
-			return Key{} // so that Limit reports the zero Key
-		}
+	parts := make([]limitcore.KeyFunc[*request], len(keys))
+	for i, k := range keys {
+		parts[i] = k.get
 	}
-	return Key{get: func(q *request) (string, error) {
-		var b strings.Builder
-		for i, k := range keys {
-			part, err := k.get(q)
-			if err != nil || part == "" {
-				return "", err
-			}
-			if i > 0 {
-				b.WriteByte('|')
-			}
-			writeEscaped(&b, part)
-		}
-		return b.String(), nil
-	}}
-}
-
-// writeEscaped writes s with '\' and '|' escaped by a backslash, so that '|'
-// separates the parts of a combined key and nothing else.
-func writeEscaped(b *strings.Builder, s string) {
-	if !strings.ContainsAny(s, `\|`) {
-		b.WriteString(s)
-		return
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' || s[i] == '|' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-}
-
-// fitKey makes any key acceptable to a store: one longer than
-// sluice.MaxKeyLen (a huge header value) is replaced by its SHA-256, so it is
-// still counted on its own instead of failing the request.
-func fitKey(k string) string {
-	if len(k) <= sluice.MaxKeyLen {
-		return k
-	}
-	sum := sha256.Sum256([]byte(k))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return Key{get: limitcore.Join(parts...)}
 }

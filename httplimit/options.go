@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/limitcore"
 )
 
 // DefaultMaxDelay is how long a request waits at most for a leaky bucket's
 // Delay unless MaxDelay says otherwise.
-const DefaultMaxDelay = 10 * time.Second
+const DefaultMaxDelay = limitcore.DefaultMaxDelay
 
 // Option configures a Middleware; pass options to New.
 type Option func(*config) error
@@ -22,32 +23,21 @@ type Option func(*config) error
 // LimitOption configures one limit; pass them to Limit.
 type LimitOption func(*limit)
 
+// config is the options shared with grpclimit (limitcore.Settings) and the
+// middleware's own.
 type config struct {
-	limits     []limit
-	trusted    []netip.Prefix
-	ipHeaders  []string
-	v6Bits     int
-	cost       func(*http.Request) int64
-	onDeny     DenyHandler
-	onError    ErrorHandler
-	onShadow   func(*http.Request, ShadowDenial)
-	logger     *slog.Logger
-	jitter     time.Duration
-	maxDelay   time.Duration
-	quiet      bool // no rate-limit fields on allowed responses
-	legacy     bool
-	shadowAll  bool
-	policyName map[string]bool
+	limitcore.Settings[*request]
+	trusted   []netip.Prefix
+	ipHeaders []string
+	cost      func(*http.Request) int64
+	onDeny    DenyHandler
+	onError   ErrorHandler
+	onShadow  func(*http.Request, ShadowDenial)
+	legacy    bool
 }
 
 // limit is one Limit option: a limiter and how to key requests for it.
-type limit struct {
-	limiter  *sluice.Limiter
-	policy   sluice.Policy // a copy, so Quota can point at it
-	key      Key
-	fallback Key
-	shadow   bool
-}
+type limit = limitcore.Limit[*request]
 
 // Limit adds a limit: every request is counted by limiter under the key that
 // key derives from it. All the enforced limits of a Middleware are checked
@@ -61,23 +51,7 @@ type limit struct {
 // one of them starve the rest. Add a Global limit, or a fallback, to bound them.
 func Limit(limiter *sluice.Limiter, key Key, opts ...LimitOption) Option {
 	return func(c *config) error {
-		if limiter == nil {
-			return errors.New("httplimit: Limit: limiter is nil")
-		}
-		p := limiter.Policy()
-		if key.get == nil {
-			return fmt.Errorf("httplimit: Limit %q: key is the zero Key; use ByIP, ByHeader, ByFunc, Global or Keys", p.Name)
-		}
-		if c.policyName[p.Name] {
-			return fmt.Errorf("httplimit: Limit %q: two limits share the policy name, and with it their counters", p.Name)
-		}
-		c.policyName[p.Name] = true
-		l := limit{limiter: limiter, policy: p, key: key}
-		for _, o := range opts {
-			o(&l)
-		}
-		c.limits = append(c.limits, l)
-		return nil
+		return limitcore.AddLimit(&c.Settings, limiter, key.get, "ByIP, ByHeader, ByFunc, Global or Keys", opts...)
 	}
 }
 
@@ -85,7 +59,7 @@ func Limit(limiter *sluice.Limiter, key Key, opts ...LimitOption) Option {
 // (say, no X-API-Key header) by k instead, e.g. FallbackKey(ByIP()). The two
 // kinds of keys are kept apart, so a header value can never name a fallback
 // bucket.
-func FallbackKey(k Key) LimitOption { return func(l *limit) { l.fallback = k } }
+func FallbackKey(k Key) LimitOption { return func(l *limit) { l.Fallback = k.get } }
 
 // Shadow puts one limit in shadow mode: its decisions are computed and
 // reported (see OnShadowDenial) but never enforced, and its fields are not
@@ -95,11 +69,11 @@ func FallbackKey(k Key) LimitOption { return func(l *limit) { l.fallback = k } }
 // A shadow limit is decided apart from the enforced ones, after them: it is
 // charged when the request is admitted, and only peeked at (cost 0) when the
 // enforced limits deny it, because a denied request consumes nothing.
-func Shadow() LimitOption { return func(l *limit) { l.shadow = true } }
+func Shadow() LimitOption { return func(l *limit) { l.Shadow = true } }
 
 // ShadowAll puts every limit in shadow mode (see Shadow).
 func ShadowAll() Option {
-	return func(c *config) error { c.shadowAll = true; return nil }
+	return func(c *config) error { c.ShadowAll = true; return nil }
 }
 
 // OnShadowDenial sets the function called each time a shadow limit would
@@ -172,13 +146,7 @@ func ClientIPHeaders(names ...string) Option {
 // IPv6Prefix sets how many leading bits of an IPv6 client address ByIP keys
 // on (1 to 128; the default is 64, the usual assignment to one subscriber).
 func IPv6Prefix(bits int) Option {
-	return func(c *config) error {
-		if bits < 1 || bits > 128 {
-			return fmt.Errorf("httplimit: IPv6Prefix: %d bits, want 1 to 128", bits)
-		}
-		c.v6Bits = bits
-		return nil
-	}
+	return func(c *config) error { return c.SetIPv6Prefix(bits) }
 }
 
 // Cost sets the function that says how many units a request costs on every
@@ -208,20 +176,14 @@ func OnError(h ErrorHandler) Option {
 // Logger sets the logger of the default error and shadow handlers
 // (slog.Default() otherwise).
 func Logger(l *slog.Logger) Option {
-	return func(c *config) error { c.logger = l; return nil }
+	return func(c *config) error { c.Logger = l; return nil }
 }
 
 // RetryJitter adds a random delay of up to max to every Retry-After, so that
 // clients denied together do not all come back at the same instant. It only
 // ever adds time: a client never returns before it would be admitted.
 func RetryJitter(max time.Duration) Option {
-	return func(c *config) error {
-		if max < 0 {
-			return fmt.Errorf("httplimit: RetryJitter: negative bound %v", max)
-		}
-		c.jitter = max
-		return nil
-	}
+	return func(c *config) error { return c.SetRetryJitter(max) }
 }
 
 // MaxDelay bounds how long a request admitted by a leaky bucket waits for its
@@ -233,19 +195,13 @@ func RetryJitter(max time.Duration) Option {
 // at most d; MaxDelay(0) turns shaping off. The wait also ends, without
 // calling the handler, when the request's context is done.
 func MaxDelay(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("httplimit: MaxDelay: negative %v", d)
-		}
-		c.maxDelay = d
-		return nil
-	}
+	return func(c *config) error { return c.SetMaxDelay(d) }
 }
 
 // NoHeadersWhenAllowed sends RateLimit-Policy and RateLimit (and the legacy
 // fields) on denials only, not on every allowed response.
 func NoHeadersWhenAllowed() Option {
-	return func(c *config) error { c.quiet = true; return nil }
+	return func(c *config) error { c.Quiet = true; return nil }
 }
 
 // LegacyHeaders also sends X-RateLimit-Limit, X-RateLimit-Remaining and

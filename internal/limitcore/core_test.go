@@ -1,0 +1,134 @@
+package limitcore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+// req is a request as the tests' key functions see it: named fields.
+type req map[string]string
+
+func field(name string) KeyFunc[req] {
+	return func(r req) (string, error) { return r[name], nil }
+}
+
+func TestJoinKeepsPartsApart(t *testing.T) {
+	k := Join(field("a"), field("b"))
+	seen := map[string]req{}
+	for _, r := range []req{
+		{"a": "x|y", "b": "z"}, {"a": "x", "b": "y|z"},
+		{"a": `x\`, "b": "|z"}, {"a": `x\|`, "b": "z"},
+		// Bytes that are not UTF-8 are kept as they are: they must not all
+		// become U+FFFD and share one bucket.
+		{"a": "\xff", "b": "z"}, {"a": "\xfe", "b": "z"}, {"a": "\ufffd", "b": "z"},
+	} {
+		key, err := k(r)
+		if err != nil || key == "" {
+			t.Fatalf("%q: key %q, %v", r, key, err)
+		}
+		if other, dup := seen[key]; dup {
+			t.Fatalf("%q and %q share the key %q", r, other, key)
+		}
+		seen[key] = r
+	}
+	if key, err := k(req{"a": "x"}); key != "" || err != nil {
+		t.Fatalf("a missing part: key %q, %v; want none", key, err)
+	}
+	if Join(field("a"), nil) != nil {
+		t.Fatal("Join with a zero part is not zero")
+	}
+}
+
+func TestFitKey(t *testing.T) {
+	long := strings.Repeat("k", sluice.MaxKeyLen+1)
+	a, b := FitKey(long), FitKey(long+"\xff")
+	if len(a) > sluice.MaxKeyLen || len(b) > sluice.MaxKeyLen || a == b {
+		t.Fatalf("long keys fit as %q and %q", a, b)
+	}
+	if k := strings.Repeat("k", sluice.MaxKeyLen); FitKey(k) != k {
+		t.Fatal("a key of the maximum length was changed")
+	}
+}
+
+// newCore builds a core over a memory store on a standing clock with the
+// given limits (policy name, limit, key, fallback, shadow) and records shadow
+// reports.
+func newCore(t *testing.T, limits ...Limit[req]) (*Core[req], *[]string) {
+	t.Helper()
+	store := memory.New(memory.WithClock(storetest.NewClock(storetest.Epoch)))
+	s := NewSettings[req]("testlimit")
+	for _, l := range limits {
+		lim, err := sluice.New(store, l.Policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shadow := l.Shadow
+		if err := AddLimit(&s, lim, l.Key, "field", func(n *Limit[req]) { n.Fallback, n.Shadow = l.Fallback, shadow }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reports []string
+	c, err := New(&s, func(q []Quota) string { return "" }, func(_ context.Context, _ req, q Quota, denied bool) {
+		reports = append(reports, q.Policy.Name+map[bool]string{true: " denied anyway", false: ""}[denied])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &reports
+}
+
+func policy(name string, limit int64) sluice.Policy {
+	return sluice.Policy{Name: name, Algorithm: sluice.FixedWindow, Limit: limit, Period: time.Hour}
+}
+
+func TestDecideAllOrNothingAndShadow(t *testing.T) {
+	c, reports := newCore(t,
+		Limit[req]{Policy: policy("per_user", 2), Key: field("user"), Fallback: field("ip")},
+		Limit[req]{Policy: policy("global", 3), Key: func(req) (string, error) { return "all", nil }},
+		Limit[req]{Policy: policy("trial", 1), Key: field("user"), Shadow: true},
+	)
+	ctx := context.Background()
+	decide := func(r req) Decision {
+		t.Helper()
+		d, err := c.Decide(ctx, r, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// A user and an address with the same text are different buckets.
+	for i, r := range []req{{"user": "x"}, {"user": "x"}, {"ip": "x"}} {
+		if d := decide(r); !d.Allowed || len(d.Quotas) != 2 {
+			t.Fatalf("request %d: %+v, want admitted by both limits", i, d)
+		}
+	}
+	// The global limit is full: denied, and per_user of "y" is not charged.
+	d := decide(req{"user": "y"})
+	if d.Allowed || d.RetryAfter <= 0 || len(Violated(d.Quotas, 1)) != 1 || Violated(d.Quotas, 1)[0].Policy.Name != "global" {
+		t.Fatalf("over the global limit: %+v", d)
+	}
+	if d.Quotas[0].Result.Remaining != 2 {
+		t.Fatalf("per_user of y: %d left after a denial, want 2", d.Quotas[0].Result.Remaining)
+	}
+	// trial (1 per user) would have denied the second request of x, and only
+	// peeked at y's denied one, which it had room for.
+	if strings.Join(*reports, ",") != "trial" {
+		t.Fatalf("shadow reports %q, want one for trial", *reports)
+	}
+}
+
+func TestDecideKeyError(t *testing.T) {
+	boom := errors.New("boom")
+	c, _ := newCore(t, Limit[req]{Policy: policy("p", 1), Key: func(req) (string, error) { return "", boom }})
+	_, err := c.Decide(context.Background(), req{}, 1)
+	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), `testlimit: key of limit "p"`) {
+		t.Fatalf("err %v", err)
+	}
+}
