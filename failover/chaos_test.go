@@ -412,7 +412,7 @@ func TestChaosLazyConnect(t *testing.T) {
 	fs := newChaosStore(rs, failover.FailClosed, &bl)
 	// A second fail-over Store whose breaker never opens (by a threshold out
 	// of reach), so that every error carries the primary's cause.
-	direct := failover.New(rs, failover.WithMode(failover.FailClosed), failover.WithTimeout(chaosTimeout), failover.WithBreaker(1<<30, 0))
+	direct := failover.New(rs, failover.WithMode(failover.FailClosed), failover.WithTimeout(chaosTimeout), failover.WithBreaker(failover.BreakerSettings{MinCalls: 1 << 20}))
 	req := sluice.Request{Policy: chaosPolicy, Key: "k", Cost: 1}
 	var worst time.Duration
 	for i := range 20 {

@@ -27,8 +27,8 @@ import (
 //
 // A Redis store is opened lazily — the service starts while Redis is down and
 // connects when it can — and wrapped in a failover.Store applying cfg's fail
-// policy, timeout and circuit breaker; breaker transitions are logged on log
-// (nil: slog.Default()). close releases the store's connections.
+// policy (local unless set), timeout (adaptive unless set) and circuit
+// breaker; breaker transitions are logged on log (nil: slog.Default()). close releases the store's connections.
 func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close func(), err error) {
 	if log == nil {
 		log = slog.Default()
@@ -41,17 +41,19 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	default:
 		return nil, nil, fmt.Errorf("store %s: unknown scheme %q (want memory, redis, rediss or unix)", RedactURL(cfg.URL), scheme)
 	}
-	mode := failover.FailOpen
+	mode := failover.FailLocal
 	if cfg.OnError != "" {
 		if mode, err = failover.ParseMode(cfg.OnError); err != nil {
 			return nil, nil, err
 		}
 	}
-	timeout := cfg.Timeout
-	if timeout == 0 {
-		timeout = failover.DefaultTimeout
+	// The fail-over Store times each call; Redis' own bound is only a
+	// backstop above it.
+	backstop := cfg.Timeout
+	if backstop == 0 {
+		backstop = 2 * max(cfg.TimeoutMax, cfg.TimeoutMin, failover.DefaultMaxTimeout)
 	}
-	opts := []redisstore.Option{redisstore.WithLazyConnect(), redisstore.WithTimeout(timeout)}
+	opts := []redisstore.Option{redisstore.WithLazyConnect(), redisstore.WithTimeout(backstop)}
 	if cfg.PasswordFile != "" {
 		b, err := os.ReadFile(cfg.PasswordFile)
 		if err != nil {
@@ -77,8 +79,14 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	}
 	fs := failover.New(rs,
 		failover.WithMode(mode),
-		failover.WithTimeout(timeout),
-		failover.WithBreaker(cfg.Breaker.Failures, cfg.Breaker.Cooldown),
+		failover.WithTimeout(cfg.Timeout),
+		failover.WithAdaptiveTimeout(cfg.TimeoutMin, cfg.TimeoutMax),
+		failover.WithBreaker(failover.BreakerSettings{
+			MinCalls:    cfg.Breaker.MinCalls,
+			FailureRate: float64(cfg.Breaker.FailureRate) / 100,
+			Cooldown:    cfg.Breaker.Cooldown,
+			Probes:      cfg.Breaker.Probes,
+		}),
 		failover.WithNodes(cfg.Nodes),
 		failover.WithLocal(memory.New(memory.WithMaxKeys(maxKeys(cfg)))),
 		failover.WithStateChange(func(from, to failover.BreakerState) {
