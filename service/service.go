@@ -364,8 +364,8 @@ func (s *Service) Ready(ctx context.Context) StoreStatus {
 	var st StoreStatus
 	var err error
 	if fs, ok := s.store.(*failover.Store); ok {
-		st.Breaker, st.OnError = fs.State().String(), fs.Mode().String()
 		err = fs.Ready(ctx, &probePolicy, "probe")
+		st.Breaker, st.OnError = fs.State().String(), fs.Mode().String()
 	} else {
 		_, err = s.store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"})
 	}
