@@ -249,3 +249,73 @@ func TestObserve(t *testing.T) {
 		t.Fatalf("observed %+v", calls)
 	}
 }
+
+// halfBatch is a primary whose DecideAll fails after deciding the first half
+// of the batch: an error mid-batch.
+type halfBatch struct{ *memory.Store }
+
+func (h halfBatch) Decide(context.Context, sluice.Request) (sluice.Result, error) {
+	return sluice.Result{}, errDown
+}
+
+func (h halfBatch) DecideAll(ctx context.Context, reqs []sluice.Request, results []sluice.Result) error {
+	n := len(reqs) / 2
+	if err := h.Store.DecideAll(ctx, reqs[:n], results[:n]); err != nil {
+		return err
+	}
+	return errDown
+}
+
+// Every degraded decision is bounded, in every mode but an explicit open:
+// on errors, on an open breaker, on timeouts, in batches and on errors
+// mid-batch. Local (the default) admits at most the limit per key; closed
+// admits nothing.
+func TestDegradedIsBounded(t *testing.T) {
+	fw := &sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Hour}
+	for _, mode := range []failover.Mode{failover.FailLocal, failover.FailClosed} {
+		want := map[failover.Mode]int{failover.FailLocal: 10, failover.FailClosed: 0}[mode]
+		primaries := map[string]func(*storetest.Clock) sluice.Store{
+			"errors": func(c *storetest.Clock) sluice.Store { f := newFlaky(c); f.down.Store(true); return f },
+			"timeouts": func(c *storetest.Clock) sluice.Store {
+				f := &flaky{Store: memory.New(memory.WithClock(c)), block: true}
+				f.down.Store(true)
+				return f
+			},
+			"errors mid-batch": func(c *storetest.Clock) sluice.Store { return halfBatch{memory.New(memory.WithClock(c))} },
+		}
+		for name, primary := range primaries {
+			t.Run(mode.String()+"/"+name, func(t *testing.T) {
+				clock := storetest.NewClock(storetest.Epoch)
+				opts := []failover.Option{failover.WithClock(clock), failover.WithBreaker(failover.BreakerSettings{MinCalls: 4})}
+				if mode != failover.FailLocal {
+					opts = append(opts, failover.WithMode(mode)) // local is the default
+				}
+				if name == "timeouts" {
+					opts = append(opts, failover.WithTimeout(time.Millisecond))
+				}
+				s := failover.New(primary(clock), opts...)
+				admitted := 0
+				for i := range 40 { // through the failures, then the open breaker
+					if i%2 == 0 {
+						r, err := s.Decide(ctx, sluice.Request{Policy: fw, Key: "k", Cost: 1})
+						if err == nil && r.Allowed {
+							admitted++
+						}
+						continue
+					}
+					res := make([]sluice.Result, 2)
+					err := s.DecideAll(ctx, []sluice.Request{{Policy: fw, Key: "k", Cost: 1}, {Policy: fw, Key: "other", Cost: 1}}, res)
+					if err == nil && res[0].Allowed {
+						admitted++
+					}
+				}
+				if admitted != want {
+					t.Fatalf("%d admitted on key k, want %d", admitted, want)
+				}
+				if s.State() != failover.BreakerOpen {
+					t.Fatalf("breaker %v after 40 failing calls", s.State())
+				}
+			})
+		}
+	}
+}
