@@ -97,7 +97,7 @@ type Breaker struct {
 	// FailureRate is the percentage of failed calls in the window that
 	// opens the breaker; 0 means failover.DefaultFailureRate.
 	FailureRate int
-	// Probes is how many calls a half-open breaker lets through to Redis;
+	// Probes is how many calls a half_open breaker lets through to Redis;
 	// all must succeed to close it. 0 means failover.DefaultProbes.
 	Probes int
 	// Cooldown is how long an open breaker keeps calls away from Redis

@@ -45,13 +45,13 @@ const (
 	// DefaultCooldown is how long an open breaker waits before probing.
 	// Recovery is noticed within about this long after the primary is back.
 	DefaultCooldown = time.Second
-	// DefaultProbes is how many calls a half-open breaker lets through; all
+	// DefaultProbes is how many calls a half_open breaker lets through; all
 	// must succeed to close it.
 	DefaultProbes = 3
 )
 
 // ticket is what allow hands a call: its place in the order calls started,
-// and whether it is a half-open probe.
+// and whether it is a half_open probe.
 type ticket struct {
 	seq   uint64
 	probe bool
@@ -84,7 +84,7 @@ type breaker struct {
 	filled   int
 	failures int
 	lastFail uint64 // calls started up to here share the last counted failure
-	permits  int    // probes handed out while half-open
+	permits  int    // probes handed out while half_open
 	passed   int    // probes that succeeded
 }
 

@@ -108,7 +108,7 @@ func TestBreakerCoalescesOneStall(t *testing.T) {
 	}
 }
 
-// A half-open breaker lets a bounded number of probes through, and closes
+// A half_open breaker lets a bounded number of probes through, and closes
 // when all of them succeed.
 func TestBreakerHalfOpenProbes(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)

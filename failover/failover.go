@@ -69,7 +69,7 @@ type BreakerSettings struct {
 	// Cooldown is how long an open breaker keeps calls away from the
 	// primary before probing (DefaultCooldown).
 	Cooldown time.Duration
-	// Probes is how many calls a half-open breaker lets through; all must
+	// Probes is how many calls a half_open breaker lets through; all must
 	// succeed to close it (DefaultProbes).
 	Probes int
 }

@@ -279,7 +279,7 @@ func TestTimeout(t *testing.T) {
 }
 
 // A probe whose caller went away is released: the next call probes (with a
-// single probe allowed, a lost one would keep the breaker half-open forever).
+// single probe allowed, a lost one would keep the breaker half_open forever).
 func TestAbandonedProbe(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
 	p := newFlaky(clock)

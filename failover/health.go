@@ -44,7 +44,7 @@ func (h *health) cause() error {
 // primary as every decision does, so a store that answers reads but refuses
 // writes (Redis at maxmemory under noeviction) is not ready, and an idle
 // node learns at once that its store went away. The probe counts as a call:
-// on an idle node, readiness checks are what probe a half-open breaker.
+// on an idle node, readiness checks are what probe a half_open breaker.
 // p should admit every call (a large limit) on a key no client uses.
 func (s *Store) Ready(ctx context.Context, p *sluice.Policy, key string) error {
 	if s.State() == BreakerClosed {
