@@ -319,3 +319,46 @@ func TestDegradedIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// Under FailLocal a key the primary denied stays denied while the primary is
+// away, until the primary's RetryAfter — not a fresh local limit — and in a
+// batch only the key that could not afford its cost is remembered.
+func TestLocalRemembersDenials(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	p := newFlaky(clock)
+	fw := &sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Hour}
+	s := failover.New(p, failover.WithClock(clock), failover.WithBreaker(failover.BreakerSettings{MinCalls: 1}))
+	for range 3 {
+		s.Decide(ctx, sluice.Request{Policy: fw, Key: "hot", Cost: 1})
+	}
+	res := make([]sluice.Result, 2)
+	if err := s.DecideAll(ctx, []sluice.Request{{Policy: fw, Key: "hot", Cost: 1}, {Policy: fw, Key: "cold", Cost: 1}}, res); err != nil || res[0].Allowed {
+		t.Fatalf("a batch with the exhausted key: %+v, %v", res, err)
+	}
+	r, err := s.Decide(ctx, sluice.Request{Policy: fw, Key: "hot", Cost: 1})
+	if err != nil || r.Allowed || r.Degraded {
+		t.Fatalf("the primary's denial: %+v, %v", r, err)
+	}
+	retry := r.RetryAfter
+
+	p.down.Store(true)
+	clock.Advance(time.Minute)
+	for range 5 {
+		r, err := s.Decide(ctx, sluice.Request{Policy: fw, Key: "hot", Cost: 1})
+		if err != nil || r.Allowed || !r.Degraded || r.RetryAfter != retry-time.Minute {
+			t.Fatalf("an exhausted key while the primary is away: %+v, %v; want denied until the primary's RetryAfter", r, err)
+		}
+	}
+	if err := s.DecideAll(ctx, []sluice.Request{{Policy: fw, Key: "hot", Cost: 1}}, res[:1]); err != nil || res[0].Allowed || !res[0].Degraded {
+		t.Fatalf("a batch with the exhausted key while the primary is away: %+v, %v", res[0], err)
+	}
+	// cold was denied only with hot: it has its local limit.
+	if r, err := s.Decide(ctx, sluice.Request{Policy: fw, Key: "cold", Cost: 1}); err != nil || !r.Allowed || !r.Degraded {
+		t.Fatalf("a key denied only in hot's batch: %+v, %v; want admitted locally", r, err)
+	}
+	// After the primary's RetryAfter the local limit applies.
+	clock.Advance(retry)
+	if r, err := s.Decide(ctx, sluice.Request{Policy: fw, Key: "hot", Cost: 1}); err != nil || !r.Allowed || !r.Degraded {
+		t.Fatalf("after the primary's RetryAfter: %+v, %v; want admitted locally", r, err)
+	}
+}

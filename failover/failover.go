@@ -24,6 +24,7 @@ type Store struct {
 	failed   atomic.Uint64
 	observer atomic.Pointer[func(Call)]
 	health   health
+	memo     denialMemo // FailLocal only
 
 	mu      sync.RWMutex
 	divided map[*sluice.Policy]*sluice.Policy // FailLocal with nodes > 1
@@ -168,6 +169,9 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 		r, err = s.primary.Decide(cctx, req)
 		return err
 	})
+	if err == nil && s.mode == FailLocal && !r.Allowed {
+		s.memo.note(req, r, s.clock.Now())
+	}
 	if err == nil || !isStoreFailure(ctx, err) {
 		return r, err
 	}
@@ -181,6 +185,12 @@ func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []
 	err := s.call(ctx, func(cctx context.Context) error {
 		return s.primary.DecideAll(cctx, reqs, results)
 	})
+	if err == nil && s.mode == FailLocal && len(reqs) > 0 && !results[0].Allowed {
+		now := s.clock.Now()
+		for i, r := range reqs {
+			s.memo.note(r, results[i], now)
+		}
+	}
 	if err == nil || !isStoreFailure(ctx, err) {
 		return err
 	}

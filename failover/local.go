@@ -57,6 +57,9 @@ func (s *Store) decideLocal(ctx context.Context, req sluice.Request) (sluice.Res
 	if req.Cost > lp.Capacity() {
 		return overLocalCapacity(lp), nil
 	}
+	if wait := s.memo.retryIn(req, s.clock.Now()); wait > 0 {
+		return sluice.Result{Limit: lp.Limit, RetryAfter: wait, Degraded: true}, nil
+	}
 	req.Policy = lp
 	r, err := s.local.Decide(ctx, req)
 	if err != nil {
@@ -70,12 +73,20 @@ func (s *Store) decideLocal(ctx context.Context, req sluice.Request) (sluice.Res
 
 func (s *Store) decideAllLocal(ctx context.Context, reqs []sluice.Request, results []sluice.Result) error {
 	local := make([]sluice.Request, len(reqs))
+	now := s.clock.Now()
 	for i, r := range reqs {
 		lp := s.localPolicy(r.Policy)
 		if r.Cost > lp.Capacity() {
 			// The divided limit can never admit this cost: deny the batch.
 			for j, r := range reqs {
 				results[j] = overLocalCapacity(s.localPolicy(r.Policy))
+			}
+			return nil
+		}
+		if wait := s.memo.retryIn(r, now); wait > 0 {
+			// The primary denied this key: the batch is denied until then.
+			for j, r := range reqs {
+				results[j] = sluice.Result{Limit: s.localPolicy(r.Policy).Limit, RetryAfter: wait, Degraded: true}
 			}
 			return nil
 		}
