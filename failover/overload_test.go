@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,19 +167,27 @@ func TestOverloadHoldsTheLimit(t *testing.T) {
 }
 
 // checkDegraded: on a healthy Redis the defaults make no degraded decision —
-// unless the host itself keeps Redis from running for longer than the
-// timeout, which a 2-core machine shared with other jobs does now and then
-// (calls decided by Redis were measured at up to 0.6 s there). Those few
-// calls are decided locally, within the limit; the old defaults sent
-// thousands to the fail policy. So: no error, and at most 1% degraded.
+// unless the host itself keeps Redis from answering within the timeout,
+// which a 2-core machine shared with other jobs does now and then (calls
+// decided by Redis were measured at up to 2 s there, with every package's
+// tests running at once). A degraded call is the tail of the same latency
+// distribution as the calls that just made it, so the test allows at most 1%
+// degraded plus twice the calls Redis decided slower than the minimum
+// timeout: on a calm host, (almost) none; the old defaults sent thousands to
+// the fail policy while Redis answered in milliseconds.
 func checkDegraded(t *testing.T, run overloadRun) {
 	t.Helper()
 	if run.errs != 0 {
 		t.Errorf("%d errors, want none", run.errs)
 	}
-	if run.degraded > run.calls/100 {
-		t.Errorf("%d of %d decisions degraded on a healthy Redis, want (almost) none", run.degraded, run.calls)
+	slow := int64(len(run.byRedis) - sort.Search(len(run.byRedis), func(i int) bool {
+		return run.byRedis[i] > failover.DefaultMinTimeout
+	}))
+	if allowed := run.calls/100 + 2*slow; run.degraded > allowed {
+		t.Errorf("%d of %d decisions degraded on a healthy Redis that decided only %d calls slower than %v; want at most %d",
+			run.degraded, run.calls, slow, failover.DefaultMinTimeout, allowed)
 	} else if run.degraded > 0 {
-		t.Logf("%d of %d decisions degraded: calls that outlived the timeout on this loaded host, decided locally", run.degraded, run.calls)
+		t.Logf("%d of %d decisions degraded, with %d calls decided by Redis slower than %v: this host stalled Redis past the timeout",
+			run.degraded, run.calls, slow, failover.DefaultMinTimeout)
 	}
 }
