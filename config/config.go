@@ -94,6 +94,8 @@ type Breaker struct {
 	// MinCalls is the breaker's window: it judges the last MinCalls calls,
 	// never fewer; 0 means failover.DefaultMinCalls.
 	MinCalls int
+	// Window is how long a failure counts; 0 means failover.DefaultWindow.
+	Window time.Duration
 	// FailureRate is the percentage of failed calls in the window that
 	// opens the breaker; 0 means failover.DefaultFailureRate.
 	FailureRate int

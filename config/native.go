@@ -70,8 +70,9 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 	s.Nodes = p.count(f, "nodes", 1<<20)
 	s.MaxKeys = p.count(f, "max_keys", 1<<40)
 	if n := f.get("breaker"); n != nil {
-		if b, ok := p.mapping(n, "store.breaker", "min_calls", "failure_rate", "cooldown", "probes"); ok {
+		if b, ok := p.mapping(n, "store.breaker", "min_calls", "window", "failure_rate", "cooldown", "probes"); ok {
 			s.Breaker.MinCalls = p.count(b, "min_calls", 1<<20)
+			s.Breaker.Window = p.nonNegativeDuration(b, "window")
 			s.Breaker.FailureRate = p.count(b, "failure_rate", 100)
 			s.Breaker.Cooldown = p.nonNegativeDuration(b, "cooldown")
 			s.Breaker.Probes = p.count(b, "probes", 1<<10)

@@ -37,6 +37,7 @@ func TestStoreFields(t *testing.T) {
 			"  nodes: 3",
 			"  breaker:",
 			"    min_calls: 7",
+			"    window: 30s",
 			"    failure_rate: 40",
 			"    cooldown: 1500ms",
 			"    probes: 2",
@@ -65,7 +66,7 @@ func TestStoreFields(t *testing.T) {
 		TimeoutMax:   2 * time.Second,
 		OnError:      OnErrorLocal,
 		Nodes:        3,
-		Breaker:      Breaker{MinCalls: 7, FailureRate: 40, Cooldown: 1500 * time.Millisecond, Probes: 2},
+		Breaker:      Breaker{MinCalls: 7, Window: 30 * time.Second, FailureRate: 40, Cooldown: 1500 * time.Millisecond, Probes: 2},
 		MaxKeys:      5000,
 		PasswordFile: filepath.Join(storeDir, "secrets", "redis-password"),
 		TLS: &TLS{
@@ -157,8 +158,8 @@ func TestStoreProblems(t *testing.T) {
 		{"breaker not a mapping", y(store, "  breaker: 5"),
 			[]string{"2:12 store.breaker: must be a mapping, got the integer 5"}},
 		{"unknown key under breaker", y(store, "  breaker:", "    probes: 3", "    probe: 3", "    reset: 1s"), []string{
-			"4:5 store.breaker.probe: unknown field (did you mean probes?); allowed here: min_calls, failure_rate, cooldown, probes",
-			"5:5 store.breaker.reset: unknown field; allowed here: min_calls, failure_rate, cooldown, probes"}},
+			"4:5 store.breaker.probe: unknown field (did you mean probes?); allowed here: min_calls, window, failure_rate, cooldown, probes",
+			"5:5 store.breaker.reset: unknown field; allowed here: min_calls, window, failure_rate, cooldown, probes"}},
 		{"tls cert_file without key_file", y(store, "  url: rediss://h:6379", "  tls:", "    ca_file: ca.pem", "    cert_file: client.crt"),
 			[]string{"4:5 store.tls: cert_file and key_file go together: set both or neither"}},
 		{"tls key_file without cert_file", y(store, "  tls: {key_file: client.key}"),

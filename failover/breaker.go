@@ -39,6 +39,9 @@ const (
 	// DefaultMinCalls is the breaker's window: it judges the outcomes of the
 	// last DefaultMinCalls calls, and never fewer.
 	DefaultMinCalls = 20
+	// DefaultWindow is how long a failure counts: older ones are forgotten,
+	// so that on a quiet node failures hours apart do not add up.
+	DefaultWindow = 10 * time.Second
 	// DefaultFailureRate is the share of failed calls in the window that
 	// opens the breaker.
 	DefaultFailureRate = 0.5
@@ -58,7 +61,7 @@ type ticket struct {
 }
 
 // breaker opens on a failure rate: at least rate of the last window outcomes
-// failed. Failures of calls that were in flight together count once: when a
+// failed, counting the failures of the last age. Failures of calls that were in flight together count once: when a
 // failure is recorded, every call already started belongs to the same event
 // (one stall of the primary times out everything queued on it), and only a
 // call started later can add another failure.
@@ -68,6 +71,7 @@ type ticket struct {
 // mutex.
 type breaker struct {
 	window   int
+	age      time.Duration
 	rate     float64
 	cooldown time.Duration
 	probes   int
@@ -79,7 +83,7 @@ type breaker struct {
 	retryAt atomic.Int64  // unix ns after which an open breaker admits probes
 
 	mu       sync.Mutex // guards what follows and serialises transitions
-	ring     []bool     // outcomes, true for a failure
+	ring     []int64    // outcomes: 0 for a success, else the failure's unix ns
 	next     int
 	filled   int
 	failures int
@@ -89,7 +93,7 @@ type breaker struct {
 }
 
 func newBreaker() breaker {
-	return breaker{window: DefaultMinCalls, rate: DefaultFailureRate, cooldown: DefaultCooldown, probes: DefaultProbes}
+	return breaker{window: DefaultMinCalls, age: DefaultWindow, rate: DefaultFailureRate, cooldown: DefaultCooldown, probes: DefaultProbes}
 }
 
 // allow reports whether a call may go to the primary, with its ticket.
@@ -129,7 +133,7 @@ func (b *breaker) success(t ticket) {
 		}
 		b.mu.Lock()
 		if BreakerState(b.state.Load()) == BreakerClosed {
-			b.push(false)
+			b.push(0)
 		}
 		b.mu.Unlock()
 		return
@@ -163,8 +167,8 @@ func (b *breaker) failure(t ticket, now time.Time) bool {
 		return false
 	}
 	b.lastFail = b.seq.Load()
-	b.push(true)
-	if b.filled >= b.window && float64(b.failures) >= b.rate*float64(b.window) {
+	b.push(now.UnixNano())
+	if b.filled >= b.window && float64(b.recent(now)) >= b.rate*float64(b.window) {
 		b.open(now)
 	}
 	return true
@@ -191,20 +195,34 @@ func (b *breaker) retryIn(now time.Time) time.Duration {
 	return max(0, time.Duration(b.retryAt.Load()-now.UnixNano()))
 }
 
-// push adds an outcome to the window; b.mu is held.
-func (b *breaker) push(failed bool) {
+// recent counts the failures in the window younger than b.age; b.mu is held.
+func (b *breaker) recent(now time.Time) int {
+	if b.failures == 0 {
+		return 0
+	}
+	since, n := now.Add(-b.age).UnixNano(), 0
+	for _, at := range b.ring[:b.filled] {
+		if at != 0 && at >= since {
+			n++
+		}
+	}
+	return n
+}
+
+// push adds an outcome to the window, 0 for a success; b.mu is held.
+func (b *breaker) push(failedAt int64) {
 	if b.ring == nil {
-		b.ring = make([]bool, b.window)
+		b.ring = make([]int64, b.window)
 	}
 	if b.filled == b.window {
-		if b.ring[b.next] {
+		if b.ring[b.next] != 0 {
 			b.failures--
 		}
 	} else {
 		b.filled++
 	}
-	b.ring[b.next] = failed
-	if failed {
+	b.ring[b.next] = failedAt
+	if failedAt != 0 {
 		b.failures++
 	}
 	b.next = (b.next + 1) % b.window

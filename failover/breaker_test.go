@@ -362,3 +362,29 @@ func TestLocalRemembersDenials(t *testing.T) {
 		t.Fatalf("after the primary's RetryAfter: %+v, %v; want admitted locally", r, err)
 	}
 }
+
+// A failure counts for the breaker's Window only: on a quiet node failures
+// far apart do not add up to an outage.
+func TestBreakerForgetsOldFailures(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	p := newFlaky(clock)
+	s := failover.New(p, failover.WithClock(clock),
+		failover.WithBreaker(failover.BreakerSettings{MinCalls: 4, FailureRate: 0.5, Window: 10 * time.Second}))
+	req := sluice.Request{Policy: policy, Key: "k", Cost: 1}
+	decide := func(down bool) {
+		p.down.Store(down)
+		s.Decide(ctx, req)
+	}
+	decide(true)
+	decide(false)
+	decide(false)
+	clock.Advance(11 * time.Second)
+	decide(true) // 2 failures among the last 4, but the first is 11 s old
+	if s.State() != failover.BreakerClosed {
+		t.Fatal("a failure older than the window counted")
+	}
+	decide(true)
+	if s.State() != failover.BreakerOpen {
+		t.Fatalf("two recent failures among the last 4 calls: breaker %v, want open", s.State())
+	}
+}

@@ -17,9 +17,10 @@
 //     when its own timer fires late (this process, not the store, was
 //     stalled); WithTimeout fixes it instead;
 //   - a circuit breaker that opens on a failure rate over the last calls
-//     (DefaultFailureRate of DefaultMinCalls), counting the failures of calls
-//     in flight together as one, so one stall of the store is one failure;
-//     after a cool-down a few probes go through, and their success closes it;
+//     (DefaultFailureRate of DefaultMinCalls, failures of the last
+//     DefaultWindow), counting the failures of calls in flight together as
+//     one, so one stall of the store is one failure; after a cool-down a few
+//     probes go through, and their success closes it;
 //   - the fail policy, applied to every call the primary could not decide.
 //
 // Decisions made by the fail policy carry Result.Degraded; under FailClosed

@@ -64,6 +64,8 @@ type BreakerSettings struct {
 	// MinCalls is the window: the breaker judges the last MinCalls calls,
 	// and opens only once it has seen that many (DefaultMinCalls).
 	MinCalls int
+	// Window is how long a failure counts (DefaultWindow).
+	Window time.Duration
 	// FailureRate in (0, 1] opens the breaker when that share of the
 	// window failed (DefaultFailureRate).
 	FailureRate float64
@@ -80,6 +82,9 @@ func WithBreaker(b BreakerSettings) Option {
 	return func(s *Store) {
 		if b.MinCalls > 0 {
 			s.br.window = min(b.MinCalls, 1<<20)
+		}
+		if b.Window > 0 {
+			s.br.age = b.Window
 		}
 		if b.FailureRate > 0 && b.FailureRate <= 1 {
 			s.br.rate = b.FailureRate

@@ -83,6 +83,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		failover.WithAdaptiveTimeout(cfg.TimeoutMin, cfg.TimeoutMax),
 		failover.WithBreaker(failover.BreakerSettings{
 			MinCalls:    cfg.Breaker.MinCalls,
+			Window:      cfg.Breaker.Window,
 			FailureRate: float64(cfg.Breaker.FailureRate) / 100,
 			Cooldown:    cfg.Breaker.Cooldown,
 			Probes:      cfg.Breaker.Probes,
