@@ -60,11 +60,15 @@ type Store struct {
 	// URL selects the store: memory:// (or empty) for the embedded memory
 	// store, redis://, rediss:// or unix:// for Redis (see redisstore.Open).
 	URL string
-	// Timeout bounds each store call; 0 means the default (see
-	// failover.DefaultTimeout).
+	// Timeout, when set, bounds every store call with this fixed timeout;
+	// 0 means an adaptive timeout that follows Redis' observed latency
+	// between TimeoutMin and TimeoutMax.
 	Timeout time.Duration
-	// OnError is the fail policy when Redis cannot decide: OnErrorOpen
-	// (the default), OnErrorClosed or OnErrorLocal.
+	// TimeoutMin and TimeoutMax bound the adaptive timeout; 0 means the
+	// defaults (failover.DefaultMinTimeout, failover.DefaultMaxTimeout).
+	TimeoutMin, TimeoutMax time.Duration
+	// OnError is the fail policy when Redis cannot decide: OnErrorLocal
+	// (the default, also when empty), OnErrorClosed or OnErrorOpen.
 	OnError string
 	// Nodes divides every limit while OnError is local, so that N nodes
 	// falling back at once admit about what the shared limit would; unset
@@ -86,15 +90,24 @@ type Store struct {
 
 // Fail policies: what the service does with a decision Redis cannot make.
 const (
-	OnErrorOpen   = "open"   // admit, marked degraded
+	OnErrorOpen   = "open"   // admit, marked degraded: unbounded
 	OnErrorClosed = "closed" // deny with an error status
-	OnErrorLocal  = "local"  // decide on an in-process memory store
+	OnErrorLocal  = "local"  // decide on an in-process memory store (the default)
 )
 
 // Breaker is the store.breaker section.
 type Breaker struct {
-	// Failures is how many consecutive failed calls open the breaker.
-	Failures int
+	// MinCalls is the breaker's window: it judges the last MinCalls calls,
+	// never fewer; 0 means failover.DefaultMinCalls.
+	MinCalls int
+	// Window is how long a failure counts; 0 means failover.DefaultWindow.
+	Window time.Duration
+	// FailureRate is the percentage of failed calls in the window that
+	// opens the breaker; 0 means failover.DefaultFailureRate.
+	FailureRate int
+	// Probes is how many calls a half_open breaker lets through to Redis;
+	// all must succeed to close it. 0 means failover.DefaultProbes.
+	Probes int
 	// Cooldown is how long an open breaker keeps calls away from Redis
 	// before one call probes it.
 	Cooldown time.Duration

@@ -44,7 +44,7 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 // store reads the store section. The URL is checked only for its scheme:
 // opening it is the server's job, and a half-parsed URL is no better.
 func (p *fileParser) store(n *yaml.Node) *Store {
-	f, ok := p.mapping(n, "store", "url", "timeout", "on_error", "nodes", "breaker", "max_keys", "password_file", "tls")
+	f, ok := p.mapping(n, "store", "url", "timeout", "timeout_min", "timeout_max", "on_error", "nodes", "breaker", "max_keys", "password_file", "tls")
 	if !ok {
 		return nil
 	}
@@ -56,6 +56,11 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 		}
 	}
 	s.Timeout = p.nonNegativeDuration(f, "timeout")
+	s.TimeoutMin = p.nonNegativeDuration(f, "timeout_min")
+	s.TimeoutMax = p.nonNegativeDuration(f, "timeout_max")
+	if s.TimeoutMin > 0 && s.TimeoutMax > 0 && s.TimeoutMin > s.TimeoutMax {
+		p.errorf(f.get("timeout_min"), "store.timeout_min", "must not exceed timeout_max (%v), got %v", s.TimeoutMax, s.TimeoutMin)
+	}
 	if v, set := p.str(f, "on_error"); set {
 		if !contains([]string{OnErrorOpen, OnErrorClosed, OnErrorLocal}, v) {
 			p.errorf(f.get("on_error"), "store.on_error", "must be open, closed or local, got %q", v)
@@ -65,9 +70,12 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 	s.Nodes = p.count(f, "nodes", 1<<20)
 	s.MaxKeys = p.count(f, "max_keys", 1<<40)
 	if n := f.get("breaker"); n != nil {
-		if b, ok := p.mapping(n, "store.breaker", "failures", "cooldown"); ok {
-			s.Breaker.Failures = p.count(b, "failures", 1<<20)
+		if b, ok := p.mapping(n, "store.breaker", "min_calls", "window", "failure_rate", "cooldown", "probes"); ok {
+			s.Breaker.MinCalls = p.count(b, "min_calls", 1<<20)
+			s.Breaker.Window = p.nonNegativeDuration(b, "window")
+			s.Breaker.FailureRate = p.count(b, "failure_rate", 100)
 			s.Breaker.Cooldown = p.nonNegativeDuration(b, "cooldown")
+			s.Breaker.Probes = p.count(b, "probes", 1<<10)
 		}
 	}
 	if v, set := p.str(f, "password_file"); set {

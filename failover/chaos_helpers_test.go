@@ -29,9 +29,9 @@ const (
 	// chaosMargin is what a call may take beyond chaosTimeout: scheduling
 	// delays, the fail policy's own work, the race detector.
 	chaosMargin = 300 * time.Millisecond
-	// The breaker opens after chaosFailures consecutive failures and probes
-	// every chaosCooldown: the cool-down must stay well below
-	// chaosRecovery, or an open breaker alone would miss it.
+	// The breaker judges the last chaosFailures calls (it opens when half of
+	// them failed) and probes every chaosCooldown: the cool-down must stay
+	// well below chaosRecovery, or an open breaker alone would miss it.
 	chaosFailures = 3
 	chaosCooldown = 250 * time.Millisecond
 	// chaosRecovery is how soon after Redis is back (Restart or Resume
@@ -71,7 +71,7 @@ func newChaosStore(primary sluice.Store, mode failover.Mode, bl *breakerLog, opt
 	opts = append([]failover.Option{
 		failover.WithMode(mode),
 		failover.WithTimeout(chaosTimeout),
-		failover.WithBreaker(chaosFailures, chaosCooldown),
+		failover.WithBreaker(failover.BreakerSettings{MinCalls: chaosFailures, Cooldown: chaosCooldown}),
 		failover.WithStateChange(bl.record),
 	}, opts...)
 	return failover.New(primary, opts...)

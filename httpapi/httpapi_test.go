@@ -308,7 +308,7 @@ func TestPoliciesHealthMetrics(t *testing.T) {
 		`sluice_decisions_total{decision="allowed",policy="global"} 1`,
 		`sluice_decisions_total{decision="denied",policy="global"} 1`,
 		`sluice_decision_duration_seconds_count 2`,
-		`sluice_store_errors_total 0`,
+		`sluice_store_errors_total{cause="timeout"} 0`,
 		`sluice_build_info{goversion=`,
 		`sluice_config_reloads_total{result="failure"} 0`,
 	} {

@@ -17,7 +17,7 @@
 # Usage: scripts/bench-service.sh            (from the repository root)
 # Env:   ROUNDS (3), DURATION (10s), CONC (64), KEYS (10000),
 #        WORKERS (grpc stream workers for both servers; default GOMAXPROCS,
-#        0 for one goroutine per call), TIMEOUT (store.timeout, default 10ms),
+#        0 for one goroutine per call), TIMEOUT (a fixed store.timeout; default unset: adaptive),
 #        OUT (a directory to keep the JSON results in)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ DURATION=${DURATION:-10s}
 CONC=${CONC:-64}
 KEYS=${KEYS:-10000}
 WORKERS=${WORKERS:-$(nproc)}
-TIMEOUT=${TIMEOUT:-10ms}
+TIMEOUT=${TIMEOUT:-}
 
 work=$(mktemp -d)
 OUT=${OUT:-$work/results}
@@ -65,10 +65,11 @@ descriptors:
       unit: second
       requests_per_unit: 1000
 YAML
-cat >"$work/store.yaml" <<YAML
-store:
-  timeout: $TIMEOUT
-YAML
+if [ -n "$TIMEOUT" ]; then
+	printf 'store:\n  timeout: %s\n' "$TIMEOUT" >"$work/store.yaml"
+else
+	printf 'store:\n  on_error: local\n' >"$work/store.yaml"
+fi
 
 declare -A grpc http
 start_sluice() { # name store-url
@@ -102,10 +103,10 @@ for round in $(seq "$ROUNDS"); do
 	done
 done
 
-# Decisions the fail policy made: a Redis call slower than store.timeout is
-# answered by on_error (open) instead of Redis, and must be reported.
+# Decisions the fail policy made: a Redis call slower than the timeout is
+# answered by on_error instead of Redis, and must be reported.
 degraded=$(curl -s "127.0.0.1:${http[redis]}/metrics" | awk '/^sluice_store_degraded_decisions_total/ {s += $2} END {print s + 0}')
-failures=$(curl -s "127.0.0.1:${http[redis]}/metrics" | awk '/^sluice_store_failures_total/ {print $2}')
+failures=$(curl -s "127.0.0.1:${http[redis]}/metrics" | awk '/^sluice_store_errors_total/ {s += $2} END {print s + 0}')
 
 python3 - "$OUT" "$ROUNDS" "$degraded" "${failures:-0}" <<'PY'
 import json, statistics, sys

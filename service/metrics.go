@@ -2,12 +2,10 @@ package service
 
 import (
 	"runtime"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/failover"
 )
 
 // Decision label values of sluice_decisions_total.
@@ -24,7 +22,8 @@ type metrics struct {
 	registry    *prometheus.Registry
 	decisions   *prometheus.CounterVec
 	duration    prometheus.Histogram
-	storeErrors prometheus.Counter
+	storeErrors *prometheus.CounterVec
+	storeCalls  prometheus.Histogram
 	reloads     *prometheus.CounterVec
 	degraded    *prometheus.CounterVec
 }
@@ -45,9 +44,14 @@ func newMetrics(version string) *metrics {
 			Help:    "Time to decide one request, store round trip included.",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
 		}),
-		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",
-			Help: "Store calls that failed.",
+			Help: "Store calls that failed, by cause: timeout (no answer within the timeout), connection (Redis unreachable or the connection lost), error (Redis answered with an error, e.g. OOM at maxmemory).",
+		}, []string{"cause"}),
+		storeCalls: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_store_call_duration_seconds",
+			Help:    "Time each call to Redis took, answered or failed (not the calls the circuit breaker kept away).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_config_reloads_total",
@@ -65,6 +69,9 @@ func newMetrics(version string) *metrics {
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
+	for _, c := range storeCauses {
+		m.storeErrors.WithLabelValues(c)
+	}
 	m.registry.MustRegister(m.decisions, m.duration, m.storeErrors, m.reloads, m.degraded, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -98,35 +105,4 @@ func (snap *snapshot) count(p *config.Policy, m *metrics, requestAllowed, checkA
 	default:
 		c.denied.Inc()
 	}
-}
-
-// watchFailover exports the fail policy's circuit breaker: its state, and the
-// primary's failures.
-func (m *metrics) watchFailover(fs *failover.Store) {
-	m.degraded.WithLabelValues(fs.Mode().String())
-	for _, st := range []failover.BreakerState{failover.BreakerClosed, failover.BreakerOpen, failover.BreakerHalfOpen} {
-		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "sluice_store_breaker_state",
-			Help:        "1 for the store circuit breaker's current state (closed: calls go to Redis; open: the fail policy decides without trying; half_open: one call is probing).",
-			ConstLabels: prometheus.Labels{"state": strings.ReplaceAll(st.String(), "-", "_")},
-		}, func() float64 {
-			if fs.State() == st {
-				return 1
-			}
-			return 0
-		}))
-	}
-	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "sluice_store_degraded",
-		Help: "1 while the circuit breaker keeps decisions away from the store (they go to the fail policy), else 0.",
-	}, func() float64 {
-		if fs.State() == failover.BreakerClosed {
-			return 0
-		}
-		return 1
-	}))
-	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "sluice_store_failures_total",
-		Help: "Calls to the store that failed or timed out; each was answered by the fail policy.",
-	}, func() float64 { return float64(fs.Failures()) }))
 }

@@ -27,6 +27,7 @@ type Service struct {
 	current atomic.Pointer[snapshot]
 	metrics *metrics
 	log     *slog.Logger
+	errLog  errorLog
 }
 
 // snapshot is one configuration with what the hot path derives from it.
@@ -57,7 +58,7 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	}
 	s := &Service{store: store, metrics: newMetrics(o.version), log: o.log}
 	if fs, ok := store.(*failover.Store); ok {
-		s.metrics.watchFailover(fs)
+		s.watchFailover(fs)
 	}
 	s.install(cfg)
 	return s
@@ -142,7 +143,9 @@ func (s *Service) Decide(ctx context.Context, checks []Check, results []sluice.R
 		}
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	case err != nil:
-		s.metrics.storeErrors.Inc()
+		if _, ok := s.store.(*failover.Store); !ok && ctx.Err() == nil {
+			s.storeFailed(err, "none") // a fail-over Store counts its own
+		}
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	degraded := false
@@ -323,40 +326,46 @@ func (s *Service) Reset(ctx context.Context, p *config.Policy, key string) error
 		return &CheckError{Policy: p.Name, Err: err}
 	}
 	if err := r.Reset(ctx, &p.Policy, key); err != nil {
-		s.metrics.storeErrors.Inc()
+		if ctx.Err() == nil {
+			s.storeFailed(err, s.failMode())
+		}
 		return fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	s.log.Info("key reset", "policy", p.Name)
 	return nil
 }
 
-// probePolicy is what Ready peeks at: a peek reaches the store but changes
-// nothing.
-var probePolicy = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second}
+// probePolicy is what Ready decides on when the store has been idle: a real
+// decision, which writes, under a limit no probe reaches, on a policy name
+// configurations cannot use.
+var probePolicy = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1 << 30, Period: time.Second}
 
 // StoreStatus is what /readyz reports about the store.
 type StoreStatus struct {
-	// Ready: the store answered a probe just now.
+	// Ready: decisions are being made by the store.
 	Ready bool `json:"ready"`
-	// Error is why it did not.
+	// Error is why they are not.
 	Error string `json:"error,omitempty"`
-	// Breaker is the circuit breaker's state (closed, open, half-open), and
+	// Breaker is the circuit breaker's state (closed, open, half_open), and
 	// OnError the fail policy; both empty for a store without a fail policy
 	// (memory).
 	Breaker string `json:"breaker,omitempty"`
 	OnError string `json:"on_error,omitempty"`
 }
 
-// Ready reports whether the store answers: it peeks at a probe key, which
-// changes nothing, bypassing the circuit breaker and the fail policy — a
-// service failing open still answers every request, but it is not enforcing
-// its limits, and readiness says so.
+// Ready reports whether decisions are being made by the store, not by the
+// fail policy. With Redis it goes by the real calls of the last seconds (the
+// breaker closed, the last call answered) and, on an idle node, decides a
+// probe key — a write, as every decision is: a Redis that answers reads but
+// refuses writes (maxmemory under noeviction) is not ready. A service
+// failing open or local still answers every request, but it is not
+// enforcing the shared limits, and readiness says so.
 func (s *Service) Ready(ctx context.Context) StoreStatus {
 	var st StoreStatus
 	var err error
 	if fs, ok := s.store.(*failover.Store); ok {
+		err = fs.Ready(ctx, &probePolicy, "probe")
 		st.Breaker, st.OnError = fs.State().String(), fs.Mode().String()
-		err = fs.Probe(ctx, &probePolicy, "probe")
 	} else {
 		_, err = s.store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"})
 	}

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -30,8 +29,8 @@ import (
 //
 // A Redis store is opened lazily — the service starts while Redis is down and
 // connects when it can — and wrapped in a failover.Store applying cfg's fail
-// policy, timeout and circuit breaker; breaker transitions are logged on log
-// (nil: slog.Default()). close releases the store's connections.
+// policy (local unless set), timeout (adaptive unless set) and circuit
+// breaker; breaker transitions are logged on log (nil: slog.Default()). close releases the store's connections.
 func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close func(), err error) {
 	if log == nil {
 		log = slog.Default()
@@ -50,8 +49,15 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	mode := rc.mode
 	fs := failover.New(rs,
 		failover.WithMode(mode),
-		failover.WithTimeout(rc.timeout),
-		failover.WithBreaker(cfg.Breaker.Failures, cfg.Breaker.Cooldown),
+		failover.WithTimeout(cfg.Timeout),
+		failover.WithAdaptiveTimeout(cfg.TimeoutMin, cfg.TimeoutMax),
+		failover.WithBreaker(failover.BreakerSettings{
+			MinCalls:    cfg.Breaker.MinCalls,
+			Window:      cfg.Breaker.Window,
+			FailureRate: float64(cfg.Breaker.FailureRate) / 100,
+			Cooldown:    cfg.Breaker.Cooldown,
+			Probes:      cfg.Breaker.Probes,
+		}),
 		failover.WithNodes(cfg.Nodes),
 		failover.WithLocal(memory.New(memory.WithMaxKeys(maxKeys(cfg)))),
 		failover.WithStateChange(func(from, to failover.BreakerState) {
@@ -94,9 +100,8 @@ func (p *storeProblem) Error() string { return p.field + ": " + p.msg }
 
 // redisSettings is what opening a Redis store takes, read and checked.
 type redisSettings struct {
-	mode    failover.Mode
-	timeout time.Duration
-	opts    []redisstore.Option
+	mode failover.Mode
+	opts []redisstore.Option
 }
 
 // readStore checks cfg and reads the files it names, without connecting:
@@ -119,7 +124,7 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 	if _, err := rueidis.ParseURL(cfg.URL); err != nil {
 		bad("store.url", "%v", redact(err, cfg.URL))
 	}
-	rc := &redisSettings{mode: failover.FailOpen, timeout: cfg.Timeout}
+	rc := &redisSettings{mode: failover.FailLocal}
 	if cfg.OnError != "" {
 		mode, err := failover.ParseMode(cfg.OnError)
 		if err != nil {
@@ -127,10 +132,13 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 		}
 		rc.mode = mode
 	}
-	if rc.timeout == 0 {
-		rc.timeout = failover.DefaultTimeout
+	// The fail-over Store times each call; Redis' own bound is only a
+	// backstop above it.
+	backstop := cfg.Timeout
+	if backstop == 0 {
+		backstop = 2 * max(cfg.TimeoutMax, cfg.TimeoutMin, failover.DefaultMaxTimeout)
 	}
-	rc.opts = []redisstore.Option{redisstore.WithLazyConnect(), redisstore.WithTimeout(rc.timeout)}
+	rc.opts = []redisstore.Option{redisstore.WithLazyConnect(), redisstore.WithTimeout(backstop)}
 	if cfg.PasswordFile != "" {
 		b, err := os.ReadFile(cfg.PasswordFile)
 		if err != nil {

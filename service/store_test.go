@@ -35,7 +35,7 @@ func TestOpenStore(t *testing.T) {
 	for _, tc := range []struct {
 		onError string
 		want    failover.Mode
-	}{{"", failover.FailOpen}, {"open", failover.FailOpen}, {"closed", failover.FailClosed}, {"local", failover.FailLocal}} {
+	}{{"", failover.FailLocal}, {"open", failover.FailOpen}, {"closed", failover.FailClosed}, {"local", failover.FailLocal}} {
 		start := time.Now()
 		// Port 1 on loopback: nothing listens there.
 		st, closeStore, err := OpenStore(config.Store{URL: "redis://127.0.0.1:1", OnError: tc.onError, Timeout: 50 * time.Millisecond}, nil)
@@ -47,7 +47,7 @@ func TestOpenStore(t *testing.T) {
 		}
 		fs, ok := st.(*failover.Store)
 		if !ok || fs.Mode() != tc.want {
-			t.Fatalf("on_error %q: %T %v, want a failover.Store failing %v", tc.onError, st, fs, tc.want)
+			t.Fatalf("on_error %q: %T (ok %v), want a failover.Store failing %v", tc.onError, st, ok, tc.want)
 		}
 		closeStore()
 	}
@@ -195,8 +195,9 @@ func TestDecideFailClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := errors.New("redis is down")
-	fs := failover.New(failingStore{down}, failover.WithMode(failover.FailClosed), failover.WithBreaker(1, time.Hour))
-	s := New(fs, cfg, WithLogger(slog.New(slog.NewTextHandler(&syncLog{}, nil))))
+	fs := failover.New(failingStore{down}, failover.WithMode(failover.FailClosed), failover.WithBreaker(failover.BreakerSettings{MinCalls: 1, Cooldown: time.Hour}))
+	logs := &syncLog{}
+	s := New(fs, cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	p := s.Config().Policy("p")
 	for i := range 2 { // the first reaches the store, the second meets the open breaker
 		res := []sluice.Result{{Allowed: true}}
@@ -214,9 +215,41 @@ func TestDecideFailClosed(t *testing.T) {
 	if got := testutil.ToFloat64(s.metrics.decisions.WithLabelValues("p", DecisionDenied)); got != 2 {
 		t.Errorf("denied decisions = %v, want 2", got)
 	}
+	// One call reached the store and failed: one error, with its cause, and
+	// one log line saying it.
+	if got := testutil.ToFloat64(s.metrics.storeErrors.WithLabelValues(CauseError)); got != 1 {
+		t.Errorf(`sluice_store_errors_total{cause="error"} = %v, want 1`, got)
+	}
+	if out := logs.String(); strings.Count(out, "store call failed") != 1 || !strings.Contains(out, "redis is down") || !strings.Contains(out, "cause=error") {
+		t.Errorf("the store failure is not logged once with its cause:\n%s", out)
+	}
 	st := s.Ready(context.Background())
 	if st.Ready || st.Breaker != "open" || st.OnError != "closed" || !strings.Contains(st.Error, "redis is down") {
 		t.Fatalf("Ready = %+v", st)
+	}
+}
+
+// TestStoreErrorLogRateLimited: failed store calls are logged at most once a
+// second, each line saying how many were left out, in every fail mode.
+func TestStoreErrorLogRateLimited(t *testing.T) {
+	for _, mode := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.FailLocal} {
+		t.Run(mode.String(), func(t *testing.T) {
+			logs := &syncLog{}
+			log := slog.New(slog.NewTextHandler(logs, nil))
+			var l errorLog
+			start := time.Unix(1_700_000_000, 0)
+			down := errors.New("OOM command not allowed when used memory > 'maxmemory'")
+			for i := range 250 { // 2.5 s of failures, one every 10 ms
+				l.log(log, start.Add(time.Duration(i)*10*time.Millisecond), down, storeCause(down), mode.String())
+			}
+			out := logs.String()
+			if n := strings.Count(out, "store call failed"); n != 3 {
+				t.Fatalf("%d log lines for 2.5 s of failures, want 3:\n%s", n, out)
+			}
+			if !strings.Contains(out, "suppressed=99") || !strings.Contains(out, "on_error="+mode.String()) || !strings.Contains(out, "OOM command") {
+				t.Fatalf("log lines lack the count left out, the mode or the cause:\n%s", out)
+			}
+		})
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -595,27 +596,37 @@ var ports struct {
 	used map[int]bool
 }
 
-// reservePort picks a free loopback port by binding 127.0.0.1:0 and closing.
-// For a cluster node the bus port (port+10000) must be free and in range too,
-// hence ports below 55000 only.
+// Ports are picked from [portLow, portHigh): below Linux's ephemeral range
+// (32768 and up by default), so that no client socket of this or another
+// process can hold one between the probe and redis-server's bind. A client
+// dialing a port that is down, such as a store waiting for its Redis to
+// start, gets an ephemeral source port — and were that the port it dials,
+// TCP would connect it to itself and keep the port from Redis. The range
+// also leaves room for the cluster bus ports (port+busOffset) below the
+// ephemeral range.
+const (
+	portLow  = 12000
+	portHigh = 32768 - busOffset
+)
+
+// reservePort picks a free loopback port below the ephemeral range by
+// binding it and closing. For a cluster node the bus port (port+busOffset)
+// must be free too.
 func reservePort(cluster bool) (int, error) {
 	ports.Lock()
 	defer ports.Unlock()
 	if ports.used == nil {
 		ports.used = make(map[int]bool)
 	}
-	for range 200 {
-		p, err := probePort(0)
-		if err != nil {
-			return 0, err
+	for range 500 {
+		p := portLow + mrand.IntN(portHigh-portLow)
+		if ports.used[p] || ports.used[p+busOffset] {
+			continue
 		}
-		if ports.used[p] {
+		if _, err := probePort(p); err != nil {
 			continue
 		}
 		if cluster {
-			if p >= 55000 || ports.used[p+busOffset] {
-				continue
-			}
 			if _, err := probePort(p + busOffset); err != nil {
 				continue
 			}
@@ -624,7 +635,7 @@ func reservePort(cluster bool) (int, error) {
 		ports.used[p] = true
 		return p, nil
 	}
-	return 0, errors.New("no free port pair found on 127.0.0.1")
+	return 0, errors.New("no free port (pair) found on 127.0.0.1")
 }
 
 // probePort binds 127.0.0.1:port (0 = any) and closes it, returning the port.
