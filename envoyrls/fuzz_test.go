@@ -2,7 +2,7 @@ package envoyrls
 
 import (
 	"context"
-	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -187,32 +187,33 @@ func FuzzMatch(f *testing.F) {
 		// What each descriptor matches, by an independent reading of the
 		// rules, and whether the server must refuse the request.
 		matched := make([][]*config.Policy, len(ds))
+		refused := make([]bool, len(ds))
+		unlimitedAt := make([]bool, len(ds))
 		wantErr := ""
 		switch {
 		case len(ds) == 0:
 			wantErr = "must not be empty"
 		case len(ds) > DefaultMaxDescriptors:
-			wantErr = "maximum"
+			for i := range refused {
+				refused[i] = true
+			}
 		}
 		for i, d := range ds {
 			entries := entriesOf(d)
 			m := e.cfg.Match(domain, entries)
 			node := naiveMatch(e.cfg, domain, entries)
 			checkMatch(t, e.cfg, entries, m, node)
-			if wantErr != "" || len(entries) == 0 {
+			if wantErr != "" || refused[i] || len(entries) == 0 {
 				continue
 			}
 			if len(entries) > DefaultMaxEntries {
-				wantErr = "maximum"
+				refused[i] = true
 				continue
 			}
-			key, keyErr := storeKey(d.Entries)
-			checkKey(t, entries, key, keyErr)
+			checkKey(t, entries, storeKey(d.Entries))
+			unlimitedAt[i] = m.Unlimited
 			if !m.Unlimited && len(m.Limits) > 0 {
 				matched[i] = m.Limits
-				if keyErr != nil {
-					wantErr = "maximum"
-				}
 			}
 		}
 
@@ -229,22 +230,35 @@ func FuzzMatch(f *testing.F) {
 		}
 		checkResponse(t, e.cfg, req, resp)
 		// Each status reports one of its descriptor's limits that no other
-		// matched limit replaces, and has one exactly when there is such a
-		// limit.
+		// matched limit replaces (by its YAML name, which may be empty), and
+		// has one exactly when there is such a limit. A refused descriptor is
+		// OVER_LIMIT without one; an unlimited one OK with 4294967295 left.
 		var all []*config.Policy
 		for _, ps := range matched {
 			all = append(all, ps...)
 		}
 		for i, st := range resp.Statuses {
+			switch {
+			case refused[i]:
+				if st.Code != codeOverLimit || st.CurrentLimit != nil || resp.OverallCode != codeOverLimit {
+					t.Fatalf("status %d of %v: %v, want a refusal", i, req, st)
+				}
+				continue
+			case unlimitedAt[i]:
+				if st.Code != codeOK || st.CurrentLimit != nil || st.LimitRemaining != math.MaxUint32 {
+					t.Fatalf("status %d of %v: %v, want unlimited", i, req, st)
+				}
+				continue
+			}
 			var live []string
 			for _, p := range matched[i] {
 				if !replaced(p, all) {
-					live = append(live, p.Name)
+					live = append(live, p.RuleName)
 				}
 			}
 			name := st.GetCurrentLimit().GetName()
-			if len(live) == 0 && st.CurrentLimit != nil || len(live) > 0 && !slices.Contains(live, name) {
-				t.Fatalf("status %d of %v reports %q, want one of %q", i, req, name, live)
+			if len(live) == 0 && st.CurrentLimit != nil || len(live) > 0 && (st.CurrentLimit == nil || !slices.Contains(live, name)) {
+				t.Fatalf("status %d of %v reports %v, want one of %q", i, req, st.GetCurrentLimit(), live)
 			}
 		}
 	})
@@ -308,11 +322,11 @@ func checkMatch(t *testing.T, cfg *config.Config, entries []config.Entry, m conf
 	}
 }
 
-// checkKey checks storeKey's answer: an ErrInvalidKey exactly when the
-// escaped values and their separators are over MaxKeyLen, else a key that is
-// not empty and from which the values read back, so that two value lists
-// never share a counter.
-func checkKey(t *testing.T, entries []config.Entry, key string, err error) {
+// checkKey checks storeKey's answer: when the escaped values and their
+// separators fit in MaxKeyLen, a key that is not empty and from which the
+// values read back, so that two value lists never share a counter; else a
+// hashed key, which no plain key can equal.
+func checkKey(t *testing.T, entries []config.Entry, key string) {
 	t.Helper()
 	size := len(entries) - 1
 	want := make([]string, len(entries))
@@ -320,14 +334,14 @@ func checkKey(t *testing.T, entries []config.Entry, key string, err error) {
 		want[i] = e.Value
 		size += len(e.Value) + strings.Count(e.Value, "|") + strings.Count(e.Value, `\`)
 	}
-	if err != nil {
-		if !errors.Is(err, sluice.ErrInvalidKey) || size <= sluice.MaxKeyLen {
-			t.Fatalf("storeKey(%q): %v for a key of %d bytes", entries, err, size)
-		}
-		return
-	}
 	if key == "" || len(key) > sluice.MaxKeyLen {
 		t.Fatalf("storeKey(%q) = %q: %d bytes", entries, key, len(key))
+	}
+	if size > sluice.MaxKeyLen {
+		if !strings.HasPrefix(key, hashedPrefix) || len(key) != len(hashedPrefix)+64 {
+			t.Fatalf("storeKey(%q) = %q for a key of %d bytes, want a hashed key", entries, key, size)
+		}
+		return
 	}
 	values, ok := decodeKey(key)
 	if !ok || !slices.Equal(values, want) {
@@ -392,13 +406,13 @@ func checkResponse(t *testing.T, cfg *config.Config, req *rlsv3.RateLimitRequest
 			t.Fatalf("status %d: code %v", i, st.GetCode())
 		}
 		if l := st.GetCurrentLimit(); l != nil {
-			if cfg.Policies[l.Name] == nil && l.Name != overridePolicyName {
-				t.Fatalf("status %d reports %q, not a policy", i, l.Name)
+			if l.Name != "" && !ruleNames(cfg)[l.Name] {
+				t.Fatalf("status %d reports %q, not a rate_limit's name", i, l.Name)
 			}
-			if d := st.GetDurationUntilReset(); d == nil || d.AsDuration() < 0 {
-				t.Fatalf("status %d: duration_until_reset %v", i, d)
+			if d := st.GetDurationUntilReset(); d == nil || d.AsDuration() <= 0 {
+				t.Fatalf("status %d: duration_until_reset %v, want > 0", i, d)
 			}
-		} else if st.GetCode() != codeOK || st.DurationUntilReset != nil {
+		} else if st.DurationUntilReset != nil {
 			t.Fatalf("status %d: %v without a limit", i, st)
 		}
 	}
@@ -421,9 +435,19 @@ func checkResponse(t *testing.T, cfg *config.Config, req *rlsv3.RateLimitRequest
 	}
 }
 
-// FuzzRequest: any RateLimitRequest that decodes from the wire, overrides
-// included, is answered by ShouldRateLimit with a well-formed response or
-// refused with InvalidArgument: never a panic, never another code.
+// ruleNames are the YAML names of cfg's limits.
+func ruleNames(cfg *config.Config) map[string]bool {
+	names := map[string]bool{}
+	for _, p := range cfg.Policies {
+		names[p.RuleName] = true
+	}
+	return names
+}
+
+// FuzzRequest: any bytes that decode as a RateLimitRequest (strings that are
+// not UTF-8 included) get a well-formed response, whatever their size; only a
+// request without a domain or descriptors is refused with InvalidArgument:
+// never a panic, never another code.
 func FuzzRequest(f *testing.F) {
 	e := newFuzzEnv(f, WithHeaders(true))
 	for _, req := range fuzzRequestSeeds() {
@@ -434,28 +458,34 @@ func FuzzRequest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		req := &rlsv3.RateLimitRequest{}
-		if err := proto.Unmarshal(data, req); err != nil {
+		req, err := decodeRequest(data)
+		strict := &rlsv3.RateLimitRequest{}
+		if strictErr := proto.Unmarshal(data, strict); strictErr == nil && (err != nil || !proto.Equal(req, strict)) {
+			t.Fatalf("decodeRequest(%q) = %v, %v; the generated code says %v", data, req, err, strict)
+		}
+		if err != nil {
 			return
 		}
 		resp, err := e.srv.ShouldRateLimit(context.Background(), req)
 		e.clock.Advance(1500 * time.Millisecond)
-		if err != nil {
-			st, ok := status.FromError(err)
-			if !ok || st.Code() != codes.InvalidArgument || st.Message() == "" {
-				t.Fatalf("ShouldRateLimit(%v): %v, want a response or InvalidArgument", req, err)
+		if req.GetDomain() == "" || len(req.GetDescriptors()) == 0 {
+			if st, ok := status.FromError(err); !ok || st.Code() != codes.InvalidArgument || st.Message() == "" {
+				t.Fatalf("ShouldRateLimit(%v): %v, %v; want InvalidArgument", req, resp, err)
 			}
 			return
 		}
-		if req.GetDomain() == "" || len(req.GetDescriptors()) == 0 || len(req.GetDescriptors()) > DefaultMaxDescriptors {
-			t.Fatalf("ShouldRateLimit(%v) accepted a request over the caps", req)
-		}
-		for i, d := range req.GetDescriptors() {
-			if len(d.GetEntries()) > DefaultMaxEntries {
-				t.Fatalf("ShouldRateLimit(%v) accepted descriptor %d with %d entries", req, i, len(d.GetEntries()))
-			}
+		if err != nil {
+			t.Fatalf("ShouldRateLimit(%v): %v, want a decision", req, err)
 		}
 		checkResponse(t, e.cfg, req, resp)
+		if len(req.GetDescriptors()) > DefaultMaxDescriptors && resp.OverallCode != codeOverLimit {
+			t.Fatalf("ShouldRateLimit(%v) admitted a request over the descriptor cap", req)
+		}
+		for i, d := range req.GetDescriptors() {
+			if len(d.GetEntries()) > DefaultMaxEntries && resp.Statuses[i].Code != codeOverLimit {
+				t.Fatalf("ShouldRateLimit(%v) admitted descriptor %d with %d entries", req, i, len(d.GetEntries()))
+			}
+		}
 	})
 }
 

@@ -35,6 +35,7 @@ const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 // for concurrent use.
 type Server struct {
 	svc            *service.Service
+	clock          sluice.Clock
 	health         *health.Server
 	log            *slog.Logger
 	headers        bool
@@ -70,11 +71,17 @@ func WithMaxEntries(n int) Option { return func(s *Server) { s.maxEntries = max(
 // limits then apply as if no override had been sent.
 func WithLimitOverrides(on bool) Option { return func(s *Server) { s.overrides = on } }
 
+// WithClock sets the clock that times the current window for
+// duration_until_reset (default sluice.SystemClock); the store's decisions
+// use the store's own clock.
+func WithClock(c sluice.Clock) Option { return func(s *Server) { s.clock = c } }
+
 // New returns a Server deciding with svc. Its health service reports SERVING
 // until Shutdown.
 func New(svc *service.Service, opts ...Option) *Server {
 	s := &Server{
 		svc:            svc,
+		clock:          sluice.SystemClock(),
 		health:         health.NewServer(),
 		log:            svc.Logger(),
 		overrides:      true,
@@ -92,7 +99,7 @@ func New(svc *service.Service, opts ...Option) *Server {
 // Register registers the rate limit service and the standard gRPC health
 // service (grpc.health.v1.Health) on g, usually a *grpc.Server.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
-	rlsv3.RegisterRateLimitServiceServer(g, s)
+	g.RegisterService(&serviceDesc, s) // rlsv3's, with a lenient decoder: see decode.go
 	healthgrpc.RegisterHealthServer(g, s.health)
 }
 
@@ -114,17 +121,19 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		// As envoyproxy/ratelimit: a request without descriptors is a client bug.
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
-	if n > s.maxDescriptors {
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, more than the maximum %d", n, s.maxDescriptors)
-	}
 	sc := getScratch()
 	defer putScratch(sc)
-	// One configuration for the whole request: a reload in the middle of it
-	// must not match some descriptors against the old tree and some against
-	// the new one.
-	cfg := s.svc.Config()
-	if err := s.collect(sc, cfg, req); err != nil {
-		return nil, err
+	if n > s.maxDescriptors {
+		// Too large to decide, and an error would be let through by an
+		// Envoy failing open: denied.
+		for i := range n {
+			sc.refuse(i)
+		}
+	} else {
+		// One configuration for the whole request: a reload in the middle
+		// of it must not match some descriptors against the old tree and
+		// some against the new one.
+		s.collect(sc, s.svc.Config(), req)
 	}
 	sc.plan()
 	allowed, err := s.decide(ctx, sc)

@@ -33,6 +33,7 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 		resp.OverallCode = codeOverLimit
 		retry = sc.markExhausted()
 	}
+	now := s.clock.Now()
 	resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	blocks := make([]statusBlock, n)
 	sc.best = sc.best[:0]
@@ -49,7 +50,7 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 		}
 		sc.best = append(sc.best, int32(best))
 		if best >= 0 {
-			sc.fill(b, &sc.limits[best])
+			sc.fill(b, &sc.limits[best], now)
 		}
 	}
 	if s.headers {
@@ -93,8 +94,13 @@ func (sc *scratch) markExhausted() time.Duration {
 // rank orders a descriptor's limits for reporting: one that denies the
 // request first, then enforced ones, then shadow ones.
 func (sc *scratch) rank(l *limitRef) (rank int, remaining int64) {
-	if l.kind == kindZeroLimit {
-		if l.cost > 0 {
+	switch l.kind {
+	case kindRefused:
+		return 0, 0
+	case kindUnlimited:
+		return 3, math.MaxInt64
+	case kindZeroLimit:
+		if l.cost > 0 && !l.policy.Shadow {
 			return 0, 0
 		}
 		return 1, 0
@@ -123,12 +129,21 @@ func (sc *scratch) moreRestrictive(a, b int) bool {
 
 // fill writes the status of a descriptor that reports limit l. A shadow limit
 // is never OVER_LIMIT: it is not enforced.
-func (sc *scratch) fill(b *statusBlock, l *limitRef) {
+func (sc *scratch) fill(b *statusBlock, l *limitRef, now time.Time) {
 	var res sluice.Result
 	over := false
-	if l.kind == kindZeroLimit {
+	switch l.kind {
+	case kindRefused:
+		// Nothing was decided, so there is no limit to report.
+		b.status.Code = codeOverLimit
+		return
+	case kindUnlimited:
+		// As envoyproxy/ratelimit: OK, no limit, the most a uint32 holds.
+		b.status.LimitRemaining = math.MaxUint32
+		return
+	case kindZeroLimit:
 		over = l.cost > 0 && !l.policy.Shadow
-	} else {
+	default:
 		res = sc.results[l.check]
 		over = sc.flags[l.check]&flagExhausted != 0
 	}
@@ -136,14 +151,40 @@ func (sc *scratch) fill(b *statusBlock, l *limitRef) {
 		b.status.Code = codeOverLimit
 	}
 	unit, rpu := rateOf(l.policy)
-	b.limit.Name = l.policy.Name
+	// The YAML name, as envoyproxy/ratelimit sends it (Envoy appends it to
+	// X-RateLimit-Limit); empty when the limit has none.
+	b.limit.Name = l.policy.RuleName
 	b.limit.Unit = unit
 	b.limit.RequestsPerUnit = rpu
 	b.status.CurrentLimit = &b.limit
 	b.status.LimitRemaining = clampUint32(res.Remaining)
-	b.reset.Seconds = int64(res.ResetAfter / time.Second)
-	b.reset.Nanos = int32(res.ResetAfter % time.Second)
+	reset := untilReset(l.policy, res.ResetAfter, now)
+	b.reset.Seconds = int64(reset / time.Second)
+	b.reset.Nanos = int32(reset % time.Second)
 	b.status.DurationUntilReset = &b.reset
+}
+
+// untilReset is a limited descriptor's duration_until_reset, never 0. A fixed
+// window (envoyproxy/ratelimit's only kind, and a ban's) resets at the end of
+// the current window, aligned to the epoch, whatever the key holds. Other
+// algorithms report when the key's state is back to unused; a key holding
+// nothing (a peek, a fresh key) reports how long one unit takes to come back,
+// which is when the state would reset if a request were charged now.
+func untilReset(p *config.Policy, after time.Duration, now time.Time) time.Duration {
+	if p.Period <= 0 {
+		return max(after, 1)
+	}
+	if p.Algorithm == sluice.FixedWindow || p.DeniesAll() {
+		window := p.Period.Microseconds()
+		if window <= 0 {
+			return max(after, 1)
+		}
+		return time.Duration(window-now.UnixMicro()%window) * time.Microsecond
+	}
+	if after > 0 {
+		return after
+	}
+	return max(p.Period/time.Duration(max(p.Limit, 1)), 1)
 }
 
 // units are the response's time units, shortest first, with the lengths
