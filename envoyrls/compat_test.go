@@ -1,0 +1,74 @@
+package envoyrls
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
+)
+
+// Vectors from envoyproxy/ratelimit's documented behaviour and its tests, on
+// configurations of the shapes it ships (testdata/ratelimit).
+
+func loadRatelimit(t *testing.T, files ...string) *config.Config {
+	t.Helper()
+	for i, f := range files {
+		files[i] = filepath.Join("testdata", "ratelimit", f)
+	}
+	cfg, err := config.Load(files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestReplacedBan: a ban (requests_per_unit: 0) replaced by another matched
+// limit bans nothing; the replacing limit alone decides (ratelimit's
+// replaces script expects two such requests to pass and the third to be
+// limited by the 2 per minute).
+func TestReplacedBan(t *testing.T) {
+	e := newEnv(t, openMemory, loadRatelimit(t, "replaces.yaml"))
+	banned := desc("foo", "foo", "bar", "banned")
+	override := desc("source_cluster", "proxy", "destination_cluster", "override")
+	checkStatuses(t, e.call("rl", 0, banned), codeOverLimit, over("banned_limit", 0))
+	checkStatuses(t, e.call("rl", 0, banned, override), codeOK, noLimit, ok(anonymous, 1))
+	checkStatuses(t, e.call("rl", 0, override, banned), codeOK, ok(anonymous, 0), noLimit)
+	checkStatuses(t, e.call("rl", 0, banned, override), codeOverLimit, noLimit, over(anonymous, 0))
+	// The ban still holds where nothing replaces it.
+	checkStatuses(t, e.call("rl", 0, banned, desc("foo", "x")), codeOverLimit, over("banned_limit", 0), ok(anonymous, 2))
+}
+
+// TestRatelimitStatuses: current_limit.name is the YAML name (empty when
+// unset); an unlimited descriptor reports 4294967295 remaining and no limit;
+// duration_until_reset is the time to the end of the window, for a ban and
+// for a peek at a fresh key too.
+func TestRatelimitStatuses(t *testing.T) {
+	e := newEnv(t, openMemory, loadRatelimit(t, "replaces.yaml"))
+	// The clock is 15s into the minute.
+	resp := e.call("rl", 0, desc("foo", "foo", "bar", "banned"), desc("foo", "foo", "bar", "x"), desc("foo", "foo", "bay", "y"),
+		withHits(desc("foo", "fresh"), 0))
+	checkStatuses(t, resp, codeOverLimit, over("banned_limit", 0), ok(anonymous, 3), unlimitedStatus, ok(anonymous, 2))
+	for _, i := range []int{0, 3} {
+		if got := resp.Statuses[i].DurationUntilReset.AsDuration(); got != 45*time.Second {
+			t.Errorf("status %d: duration_until_reset %v, want 45s", i, got)
+		}
+	}
+	if l := resp.Statuses[0].CurrentLimit; l.RequestsPerUnit != 0 || l.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+		t.Errorf("the ban's current_limit %v, want 0 per MINUTE", l)
+	}
+	// Any algorithm: never 0 for a limited descriptor.
+	for _, a := range []string{"token_bucket", "gcra", "leaky_bucket", "sliding_window", "sliding_log"} {
+		p := pol("p_"+a, 4, time.Minute, algorithm(sluice.Algorithm(a)))
+		e := newEnv(t, openMemory, newConfig(domain("d", node("k", "", limits(p)))))
+		for _, hits := range []uint64{0, 1} {
+			st := e.call("d", 0, withHits(desc("k", "v"), hits)).Statuses[0]
+			if d := st.DurationUntilReset.AsDuration(); d <= 0 || d > 2*time.Minute {
+				t.Errorf("%s, %d hits: duration_until_reset %v", a, hits, d)
+			}
+		}
+	}
+}
