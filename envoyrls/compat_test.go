@@ -12,12 +12,12 @@ import (
 )
 
 // Vectors from envoyproxy/ratelimit's documented behaviour and its tests, on
-// configurations of the shapes it ships (testdata/ratelimit).
+// configurations of the shapes it ships (config/testdata/ratelimit).
 
 func loadRatelimit(t *testing.T, files ...string) *config.Config {
 	t.Helper()
 	for i, f := range files {
-		files[i] = filepath.Join("testdata", "ratelimit", f)
+		files[i] = filepath.Join("..", "config", "testdata", "ratelimit", f)
 	}
 	cfg, err := config.Load(files...)
 	if err != nil {
@@ -34,12 +34,12 @@ func TestReplacedBan(t *testing.T) {
 	e := newEnv(t, openMemory, loadRatelimit(t, "replaces.yaml"))
 	banned := desc("foo", "foo", "bar", "banned")
 	override := desc("source_cluster", "proxy", "destination_cluster", "override")
-	checkStatuses(t, e.call("rl", 0, banned), codeOverLimit, over("banned_limit", 0))
-	checkStatuses(t, e.call("rl", 0, banned, override), codeOK, noLimit, ok(anonymous, 1))
-	checkStatuses(t, e.call("rl", 0, override, banned), codeOK, ok(anonymous, 0), noLimit)
-	checkStatuses(t, e.call("rl", 0, banned, override), codeOverLimit, noLimit, over(anonymous, 0))
+	checkStatuses(t, e.call("shapes-replaces", 0, banned), codeOverLimit, over("banned_limit", 0))
+	checkStatuses(t, e.call("shapes-replaces", 0, banned, override), codeOK, noLimit, ok(anonymous, 1))
+	checkStatuses(t, e.call("shapes-replaces", 0, override, banned), codeOK, ok(anonymous, 0), noLimit)
+	checkStatuses(t, e.call("shapes-replaces", 0, banned, override), codeOverLimit, noLimit, over(anonymous, 0))
 	// The ban still holds where nothing replaces it.
-	checkStatuses(t, e.call("rl", 0, banned, desc("foo", "x")), codeOverLimit, over("banned_limit", 0), ok(anonymous, 2))
+	checkStatuses(t, e.call("shapes-replaces", 0, banned, desc("foo", "x")), codeOverLimit, over("banned_limit", 0), ok(anonymous, 2))
 }
 
 // TestRatelimitStatuses: current_limit.name is the YAML name (empty when
@@ -49,7 +49,7 @@ func TestReplacedBan(t *testing.T) {
 func TestRatelimitStatuses(t *testing.T) {
 	e := newEnv(t, openMemory, loadRatelimit(t, "replaces.yaml"))
 	// The clock is 15s into the minute.
-	resp := e.call("rl", 0, desc("foo", "foo", "bar", "banned"), desc("foo", "foo", "bar", "x"), desc("foo", "foo", "bay", "y"),
+	resp := e.call("shapes-replaces", 0, desc("foo", "foo", "bar", "banned"), desc("foo", "foo", "bar", "x"), desc("foo", "foo", "bay", "y"),
 		withHits(desc("foo", "fresh"), 0))
 	checkStatuses(t, resp, codeOverLimit, over("banned_limit", 0), ok(anonymous, 3), unlimitedStatus, ok(anonymous, 2))
 	for _, i := range []int{0, 3} {
@@ -70,5 +70,64 @@ func TestRatelimitStatuses(t *testing.T) {
 				t.Errorf("%s, %d hits: duration_until_reset %v", a, hits, d)
 			}
 		}
+	}
+}
+
+// TestShareThresholdCounts: every value a share_threshold glob matches draws
+// on one counter; an exact value beside it keeps its own.
+func TestShareThresholdCounts(t *testing.T) {
+	e := newEnv(t, openMemory, loadRatelimit(t, "share.yaml"))
+	const d = "shapes-share"
+	checkStatuses(t, e.call(d, 0, desc("files", "files/a.pdf")), codeOK, ok(anonymous, 2))
+	checkStatuses(t, e.call(d, 0, desc("files", "files/b.csv")), codeOK, ok(anonymous, 1))
+	checkStatuses(t, e.call(d, 0, desc("files", "files/c.txt")), codeOK, ok(anonymous, 0))
+	checkStatuses(t, e.call(d, 0, desc("files", "files/d")), codeOverLimit, over(anonymous, 0))
+	// A shared level above a limit: users share, actions do not.
+	checkStatuses(t, e.call(d, 0, desc("user", "user/1", "action", "read"), desc("user", "user/2", "action", "read")), codeOK, ok(anonymous, 3), ok(anonymous, 3))
+	checkStatuses(t, e.call(d, 0, desc("user", "user/3", "action", "write")), codeOK, ok(anonymous, 4))
+	// Exact beside a shared glob; share_threshold: false counts per value.
+	checkStatuses(t, e.call(d, 0, desc("file", "test1"), desc("file", "test2"), desc("file", "test3")), codeOK, ok(anonymous, 0), ok(anonymous, 4), ok(anonymous, 4))
+	checkStatuses(t, e.call(d, 0, desc("mixed", "m/1"), desc("mixed", "m/2")), codeOK, ok(anonymous, 1), ok(anonymous, 1))
+	checkStatuses(t, e.call(d, 0, desc("route", "/api/a/v1"), desc("route", "/api/b/v1")), codeOK, ok(anonymous, 0), ok(anonymous, 0))
+}
+
+// TestQuotaMode: a quota-mode limit is counted but does not deny by itself:
+// over it, its descriptor is OVER_LIMIT, the request OK, and the dynamic
+// metadata lists it; with every quota-mode limit of the request exhausted,
+// the request is denied.
+func TestQuotaMode(t *testing.T) {
+	e := newEnv(t, openMemory, loadRatelimit(t, "quota.yaml"))
+	const d = "shapes-quota"
+	primary, secondary := desc("backend", "primary"), desc("backend", "secondary")
+	violations := func(resp *rlsv3.RateLimitResponse) []float64 {
+		t.Helper()
+		f := resp.GetDynamicMetadata().GetFields()
+		if !f[metaQuotaEnabled].GetBoolValue() {
+			t.Fatalf("no %s in %v", metaQuotaEnabled, resp.GetDynamicMetadata())
+		}
+		var out []float64
+		for _, v := range f[metaQuotaViolations].GetListValue().GetValues() {
+			out = append(out, v.GetNumberValue())
+		}
+		return out
+	}
+	resp := e.call(d, 0, primary, secondary)
+	checkStatuses(t, resp, codeOK, ok(anonymous, 0), ok(anonymous, 1))
+	if v := violations(resp); len(v) != 0 {
+		t.Fatalf("violations %v, want none", v)
+	}
+	resp = e.call(d, 0, primary, secondary)
+	checkStatuses(t, resp, codeOK, over(anonymous, 0), ok(anonymous, 0))
+	if v := violations(resp); len(v) != 1 || v[0] != 0 {
+		t.Fatalf("violations %v, want [0]", v)
+	}
+	resp = e.call(d, 0, primary, secondary)
+	checkStatuses(t, resp, codeOverLimit, over(anonymous, 0), over(anonymous, 0))
+	if v := violations(resp); len(v) != 2 {
+		t.Fatalf("violations %v, want [0 1]", v)
+	}
+	// A request without quota-mode limits has no metadata.
+	if md := e.call(d, 0, desc("other", "x")).GetDynamicMetadata(); md != nil {
+		t.Fatalf("metadata %v on a request without quota-mode limits", md)
 	}
 }

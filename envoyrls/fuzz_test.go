@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -49,6 +50,26 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 30}
   - key: k
     rate_limit: {unit: second, requests_per_unit: 5}
+  - key: k
+    value: "*mid*x"
+    rate_limit: {unit: minute, requests_per_unit: 6}
+  - key: s
+    value: "s*x"
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 8}
+    descriptors:
+      - key: t
+        value: "a*"
+        share_threshold: true
+        quota_mode: true
+        rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: q
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: q
+    value: zero
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 0}
   - key: w
     value: "*"
     rate_limit: {unit: minute, requests_per_unit: 3}
@@ -179,6 +200,7 @@ func FuzzMatch(f *testing.F) {
 	f.Add(uint8(2), uint8(0), "a=1;b="+strings.Repeat("v", 1022))
 	f.Add(uint8(2), uint8(0), "a=1;b="+strings.Repeat("v", 1023))
 	f.Add(uint8(2), uint8(0), "x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x")
+	f.Add(uint8(2), uint8(0), "k=amidx\nk=midx\nk=exmidx\ns=sx;t=a\ns=s12x;t=abc\ns=sx\nq=1\nq=zero")
 	f.Fuzz(func(t *testing.T, dom, addend uint8, spec string) {
 		domain := e.domains[int(dom)%len(e.domains)]
 		ds := parseSpec(spec)
@@ -210,7 +232,14 @@ func FuzzMatch(f *testing.F) {
 				refused[i] = true
 				continue
 			}
-			checkKey(t, entries, storeKey(d.Entries))
+			shared := slices.Clone(entries)
+			e.cfg.MatchShared(domain, shared)
+			checkKey(t, shared, storeKey(shared))
+			for j, n := range sharedNodes(e.cfg, domain, entries) {
+				if n != nil && shared[j].Value != n.Value || n == nil && shared[j] != entries[j] {
+					t.Fatalf("MatchShared(%q) wrote %q", entries, shared)
+				}
+			}
 			unlimitedAt[i] = m.Unlimited
 			if !m.Unlimited && len(m.Limits) > 0 {
 				matched[i] = m.Limits
@@ -264,6 +293,18 @@ func FuzzMatch(f *testing.F) {
 	})
 }
 
+// sharedNodes returns, per entry, the node it matched when that node shares
+// its threshold, else nil.
+func sharedNodes(cfg *config.Config, domain string, entries []config.Entry) []*config.Descriptor {
+	out := make([]*config.Descriptor, len(entries))
+	for i := range entries {
+		if n := naiveMatch(cfg, domain, entries[:i+1]); n != nil && n.Shared {
+			out[i] = n
+		}
+	}
+	return out
+}
+
 // naiveMatch walks the tree as the documentation says, ranking the candidates
 // at each level (an exact value 0, a wildcard 1, the default 2; the first of
 // the best rank wins) and returns the node the entries end at, or nil.
@@ -283,12 +324,12 @@ func naiveMatch(cfg *config.Config, domain string, entries []config.Entry) *conf
 			case n.Key != e.Key:
 			case n.Value == "":
 				rank = 2
-			case strings.HasSuffix(n.Value, "*"):
-				if strings.HasPrefix(e.Value, strings.TrimSuffix(n.Value, "*")) {
-					rank = 1
-				}
 			case n.Value == e.Value:
 				rank = 0
+			case strings.Contains(n.Value, "*"):
+				if globRegexp(n.Value).MatchString(e.Value) {
+					rank = 1
+				}
 			}
 			if rank < bestRank {
 				at, bestRank = n, rank
@@ -300,6 +341,15 @@ func naiveMatch(cfg *config.Config, domain string, entries []config.Entry) *conf
 		level = at.Children
 	}
 	return at
+}
+
+// globRegexp is the regular expression of a glob: each '*' any run of bytes.
+func globRegexp(glob string) *regexp.Regexp {
+	parts := strings.Split(glob, "*")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return regexp.MustCompile(`(?s)\A` + strings.Join(parts, ".*") + `\z`)
 }
 
 // checkMatch compares m with the node the rules lead to.
@@ -396,12 +446,20 @@ func checkResponse(t *testing.T, cfg *config.Config, req *rlsv3.RateLimitRequest
 	if len(resp.GetStatuses()) != len(req.GetDescriptors()) {
 		t.Fatalf("%d statuses for %d descriptors", len(resp.GetStatuses()), len(req.GetDescriptors()))
 	}
+	// Quota-mode violations are OVER_LIMIT without denying by themselves.
+	violations := map[int]bool{}
+	for _, v := range resp.GetDynamicMetadata().GetFields()[metaQuotaViolations].GetListValue().GetValues() {
+		violations[int(v.GetNumberValue())] = true
+	}
 	over := false
 	for i, st := range resp.Statuses {
 		switch st.GetCode() {
 		case codeOK:
+			if violations[i] {
+				t.Fatalf("status %d: OK, but listed as a quota violation", i)
+			}
 		case codeOverLimit:
-			over = true
+			over = over || !violations[i]
 		default:
 			t.Fatalf("status %d: code %v", i, st.GetCode())
 		}
@@ -416,7 +474,7 @@ func checkResponse(t *testing.T, cfg *config.Config, req *rlsv3.RateLimitRequest
 			t.Fatalf("status %d: %v without a limit", i, st)
 		}
 	}
-	if want := map[bool]rlsv3.RateLimitResponse_Code{false: codeOK, true: codeOverLimit}[over]; resp.GetOverallCode() != want {
+	if want := map[bool]rlsv3.RateLimitResponse_Code{false: codeOK, true: codeOverLimit}[over]; resp.GetOverallCode() != want && (over || len(violations) == 0) {
 		t.Fatalf("overall_code %v, want %v: %v", resp.GetOverallCode(), want, resp)
 	}
 	for _, h := range resp.GetResponseHeadersToAdd() {

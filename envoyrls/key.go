@@ -5,12 +5,15 @@ import (
 	"encoding/hex"
 	"strings"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 )
 
 // Store keys.
+//
+// share_threshold: the values of entries whose node shares its threshold
+// are replaced by the node's glob before the key is made (see
+// config.MatchShared), so every value the glob matches has one counter.
 //
 // A limit's state is identified by (policy name, key). The policy fixes the
 // path through the domain tree, hence the entry keys, but not the values: a
@@ -39,9 +42,9 @@ const hashedPrefix = `\#`
 // storeKey returns the store key of a descriptor's entries (at least one). It
 // allocates at most once: not at all for the common single value that needs
 // no escaping, which is used as is.
-func storeKey(entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
+func storeKey(entries []config.Entry) string {
 	if len(entries) == 1 {
-		v := entries[0].GetValue()
+		v := entries[0].Value
 		switch {
 		case v == "":
 			return emptyKey
@@ -51,7 +54,7 @@ func storeKey(entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
 	}
 	n := len(entries) - 1
 	for _, e := range entries {
-		n += escapedLen(e.GetValue())
+		n += escapedLen(e.Value)
 	}
 	var b strings.Builder
 	b.Grow(n)
@@ -59,7 +62,7 @@ func storeKey(entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
 		if i > 0 {
 			b.WriteByte('|')
 		}
-		writeEscaped(&b, e.GetValue())
+		writeEscaped(&b, e.Value)
 	}
 	return hashIfLong(b.String())
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 )
 
 // Requests too large to decide. An error would be let through by an Envoy
@@ -91,7 +92,7 @@ func TestLongValues(t *testing.T) {
 	checkStatuses(t, e.call("d", 0, desc("k", long)), codeOK, ok("p", 998))
 	checkStatuses(t, e.call("d", 0, desc("k", other)), codeOK, ok("p", 999))
 	// A value spelling the hashed key is another value.
-	checkStatuses(t, e.call("d", 0, desc("k", storeKey(desc("k", long).Entries))), codeOK, ok("p", 999))
+	checkStatuses(t, e.call("d", 0, desc("k", storeKey([]config.Entry{{Key: "k", Value: long}}))), codeOK, ok("p", 999))
 	// Joined and escaped values, and overrides, the same.
 	joined := desc("a", strings.Repeat("v", 600), "b", strings.Repeat("|", 600))
 	checkStatuses(t, e.call("d", 0, joined, joined), codeOK, ok("ab", 998), ok("ab", 998))

@@ -41,8 +41,9 @@ type limitRef struct {
 
 // Flags of a check.
 const (
-	flagOverCapacity uint8 = 1 << iota // enforced, and its cost is above the policy's capacity
-	flagExhausted                      // enforced, and it is why the request is denied
+	flagOverCapacity   uint8 = 1 << iota // enforced, and its cost is above the policy's capacity
+	flagExhausted                        // enforced, and it is why the request is denied
+	flagQuotaExhausted                   // quota mode, and it cannot admit its cost
 )
 
 // scratch is one request's working memory, pooled so that the common request
@@ -124,7 +125,7 @@ func (s *Server) collect(sc *scratch, cfg *config.Config, req *rlsv3.RateLimitRe
 		for _, e := range entries {
 			sc.entries = append(sc.entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
-		m := cfg.Match(domain, sc.entries)
+		m := cfg.MatchShared(domain, sc.entries)
 		if m.Unlimited {
 			sc.limits = append(sc.limits, limitRef{desc: int32(i), kind: kindUnlimited})
 			continue
@@ -132,7 +133,7 @@ func (s *Server) collect(sc *scratch, cfg *config.Config, req *rlsv3.RateLimitRe
 		if len(m.Limits) == 0 {
 			continue
 		}
-		key := storeKey(entries)
+		key := storeKey(sc.entries)
 		for _, p := range m.Limits {
 			ref := limitRef{policy: p, key: key, cost: cost, desc: int32(i)}
 			if p.DeniesAll() {

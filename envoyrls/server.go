@@ -147,7 +147,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if err != nil {
 		return nil, s.decideError(ctx, sc, req.GetDomain(), err)
 	}
-	return s.respond(sc, n, allowed), nil
+	quota, noQuotaLeft := sc.applyQuota(allowed)
+	resp := s.respond(sc, n, allowed && !noQuotaLeft)
+	if quota {
+		resp.DynamicMetadata = sc.quotaMetadata()
+	}
+	return resp, nil
 }
 
 // decide runs the request's checks. Normally that is one svc.Decide; when a

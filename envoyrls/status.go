@@ -68,9 +68,15 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 // denies by definition.
 func (sc *scratch) markExhausted() time.Duration {
 	var retry time.Duration
-	found := false
+	found, quota := false, false
 	for i := range sc.checks {
-		if sc.checks[i].Policy.Shadow {
+		p := sc.checks[i].Policy
+		if sc.flags[i]&flagQuotaExhausted != 0 {
+			// Denied because no quota is left: it comes back when they do.
+			quota = true
+			retry = max(retry, sc.results[i].RetryAfter)
+		}
+		if p.Shadow {
 			continue
 		}
 		retry = max(retry, sc.results[i].RetryAfter)
@@ -79,7 +85,7 @@ func (sc *scratch) markExhausted() time.Duration {
 			found = true
 		}
 	}
-	if !found && !sc.blocked {
+	if !found && !quota && !sc.blocked {
 		// A store whose Remaining disagrees with its denial: better to name
 		// every charged limit than none, since the request is OVER_LIMIT.
 		for i := range sc.checks {
@@ -100,13 +106,13 @@ func (sc *scratch) rank(l *limitRef) (rank int, remaining int64) {
 	case kindUnlimited:
 		return 3, math.MaxInt64
 	case kindZeroLimit:
-		if l.cost > 0 && !l.policy.Shadow {
+		if l.cost > 0 && (!l.policy.Shadow || l.policy.QuotaMode) {
 			return 0, 0
 		}
 		return 1, 0
 	}
 	switch {
-	case sc.flags[l.check]&flagExhausted != 0:
+	case sc.flags[l.check]&(flagExhausted|flagQuotaExhausted) != 0:
 		rank = 0
 	case !l.policy.Shadow:
 		rank = 1
@@ -142,10 +148,10 @@ func (sc *scratch) fill(b *statusBlock, l *limitRef, now time.Time) {
 		b.status.LimitRemaining = math.MaxUint32
 		return
 	case kindZeroLimit:
-		over = l.cost > 0 && !l.policy.Shadow
+		over = l.cost > 0 && (!l.policy.Shadow || l.policy.QuotaMode)
 	default:
 		res = sc.results[l.check]
-		over = sc.flags[l.check]&flagExhausted != 0
+		over = sc.flags[l.check]&(flagExhausted|flagQuotaExhausted) != 0
 	}
 	if over {
 		b.status.Code = codeOverLimit

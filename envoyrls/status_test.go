@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -100,10 +99,10 @@ func TestRateOf(t *testing.T) {
 }
 
 func TestStoreKey(t *testing.T) {
-	entries := func(values ...string) []*ratelimitv3.RateLimitDescriptor_Entry {
-		var es []*ratelimitv3.RateLimitDescriptor_Entry
+	entries := func(values ...string) []config.Entry {
+		var es []config.Entry
 		for _, v := range values {
-			es = append(es, &ratelimitv3.RateLimitDescriptor_Entry{Key: "k", Value: v})
+			es = append(es, config.Entry{Key: "k", Value: v})
 		}
 		return es
 	}
@@ -156,8 +155,8 @@ func TestStoreKey(t *testing.T) {
 // TestStoreKeyAllocs: the common single value costs nothing, and any other
 // key one allocation.
 func TestStoreKeyAllocs(t *testing.T) {
-	one := []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}
-	three := []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "a", Value: "x|y"}, {Key: "b", Value: "z"}, {Key: "c", Value: `w\`}}
+	one := []config.Entry{{Key: "user", Value: "alice"}}
+	three := []config.Entry{{Key: "a", Value: "x|y"}, {Key: "b", Value: "z"}, {Key: "c", Value: `w\`}}
 	if n := testing.AllocsPerRun(100, func() { _ = storeKey(one) }); n != 0 {
 		t.Errorf("single value: %v allocs, want 0", n)
 	}
