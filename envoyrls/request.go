@@ -209,8 +209,12 @@ func (sc *scratch) plan() {
 		}
 		if c.Policy.Shadow {
 			// A shadow limit never denies, even one that never could admit
-			// this cost: it is only looked at.
+			// this cost: it is only looked at. A quota-mode one is
+			// exhausted.
 			c.Cost = 0
+			if c.Policy.QuotaMode {
+				sc.flags[i] = flagOverCapacity
+			}
 			continue
 		}
 		// Waiting would not help: the request is denied, and Envoy must not

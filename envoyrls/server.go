@@ -39,6 +39,7 @@ type Server struct {
 	health         *health.Server
 	log            *slog.Logger
 	headers        bool
+	limitHeaders   LimitHeaderNames
 	overrides      bool
 	maxDescriptors int
 	maxEntries     int

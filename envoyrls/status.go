@@ -56,6 +56,9 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 	if s.headers {
 		resp.ResponseHeadersToAdd = sc.headers(allowed, retry)
 	}
+	if s.limitHeaders.on() {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, s.limitHeaders.headers(resp)...)
+	}
 	return resp
 }
 
