@@ -15,9 +15,10 @@
 //	    burst: 20
 //
 // envoyproxy/ratelimit's format is loaded as is: a domain: and nested
-// descriptors: with key, value, rate_limit {unit, requests_per_unit, name,
-// unlimited, replaces}, shadow_mode. Its limits are fixed windows aligned to
-// the epoch, as in envoyproxy/ratelimit. Sluice's extensions: algorithm, burst
+// descriptors: with key, value (a glob when it has a *), rate_limit {unit,
+// unit_multiplier, requests_per_unit, name, unlimited, replaces}, shadow_mode,
+// share_threshold, quota_mode, metadata. Its limits are fixed windows aligned
+// to the epoch, as in envoyproxy/ratelimit. Sluice's extensions: algorithm, burst
 // and period inside rate_limit, and rate_limits: a list of several limits on
 // one descriptor.
 //

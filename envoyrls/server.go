@@ -58,11 +58,13 @@ type Option func(*Server)
 func WithHeaders(on bool) Option { return func(s *Server) { s.headers = on } }
 
 // WithMaxDescriptors caps the descriptors of one request (n ≥ 1, default
-// DefaultMaxDescriptors); a request with more is InvalidArgument.
+// DefaultMaxDescriptors); a request with more is OVER_LIMIT, every
+// descriptor undecided.
 func WithMaxDescriptors(n int) Option { return func(s *Server) { s.maxDescriptors = max(1, n) } }
 
 // WithMaxEntries caps the entries of one descriptor (n ≥ 1, default
-// DefaultMaxEntries); a descriptor with more is InvalidArgument.
+// DefaultMaxEntries); a descriptor with more is OVER_LIMIT, undecided, and
+// so is its request.
 func WithMaxEntries(n int) Option { return func(s *Server) { s.maxEntries = max(1, n) } }
 
 // WithLimitOverrides says whether a descriptor's limit override (Envoy's
