@@ -131,3 +131,54 @@ func TestQuotaMode(t *testing.T) {
 		t.Fatalf("metadata %v on a request without quota-mode limits", md)
 	}
 }
+
+// TestReplacesScript replays envoyproxy/ratelimit's replaces integration
+// script: Envoy's routes send (foo, bar), plus (source_cluster,
+// destination_cluster), plus (category); the answers are its expectations.
+// A replaced limit is not charged, so it still has its quota afterwards.
+func TestReplacesScript(t *testing.T) {
+	e := newEnv(t, openMemory, loadRatelimit(t, "replaces.yaml"))
+	type step struct {
+		foo, bar, dest, category string
+		ok                       bool
+	}
+	for i, s := range []step{
+		// The ban alone, and with a cluster that does not replace it.
+		{"bkthomps", "banned", "", "", false},
+		{"bkthomps", "banned", "mock", "", false},
+		// Replaced: the override's 2 per minute decides.
+		{"bkthomps", "banned", "override", "", true},
+		{"bkthomps", "banned", "override", "", true},
+		{"bkthomps", "banned", "override", "", false},
+		// Replacing leaves the replaced limit's own quota alone.
+		{"my_foo", "bkthomps", "bkthomps", "", true},
+		{"my_foo", "bkthomps", "bkthomps", "", true},
+		{"my_foo", "bkthomps", "bkthomps", "", false},
+		{"my_foo", "bkthomps", "not_bkthomps", "", true},
+		{"my_foo", "bkthomps", "not_bkthomps", "", false},
+		{"my_foo", "bkthomps", "bkthomps", "", false},
+		// One limit replacing two.
+		{"my_foo", "bkthomps", "fake", "account", true},
+		{"my_foo", "bkthomps", "fake", "account", true},
+		{"my_foo", "bkthomps", "fake", "account", true},
+		{"my_foo", "bkthomps", "fake", "account", true},
+		{"my_foo", "bkthomps", "fake", "account", false},
+		{"foo_2", "bkthomps", "", "", true},
+		{"foo_2", "bkthomps", "", "", false},
+		{"foo_3", "bar_3", "fake", "", true},
+		{"foo_3", "bar_3", "fake", "", true},
+		{"foo_3", "bar_3", "fake", "", false},
+		{"my_foo", "bkthomps", "fake", "account", false},
+	} {
+		ds := descs(desc("foo", s.foo, "bar", s.bar))
+		if s.dest != "" {
+			ds = append(ds, desc("source_cluster", "proxy", "destination_cluster", s.dest))
+		}
+		if s.category != "" {
+			ds = append(ds, desc("category", s.category))
+		}
+		if got := e.call("shapes-replaces", 0, ds...).OverallCode == codeOK; got != s.ok {
+			t.Fatalf("step %d %+v: allowed %v, want %v", i, s, got, s.ok)
+		}
+	}
+}
