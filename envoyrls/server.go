@@ -124,20 +124,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		// As envoyproxy/ratelimit: a request without descriptors is a client bug.
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
+	if n > s.maxDescriptors {
+		return refuseAll(n), nil
+	}
 	sc := getScratch()
 	defer putScratch(sc)
-	if n > s.maxDescriptors {
-		// Too large to decide, and an error would be let through by an
-		// Envoy failing open: denied.
-		for i := range n {
-			sc.refuse(i)
-		}
-	} else {
-		// One configuration for the whole request: a reload in the middle
-		// of it must not match some descriptors against the old tree and
-		// some against the new one.
-		s.collect(sc, s.svc.Config(), req)
-	}
+	// One configuration for the whole request: a reload in the middle of it
+	// must not match some descriptors against the old tree and some against
+	// the new one.
+	s.collect(sc, s.svc.Config(), req)
 	sc.plan()
 	allowed, err := s.decide(ctx, sc)
 	if errors.Is(err, failover.ErrUnavailable) && ctx.Err() == nil {
@@ -156,6 +151,21 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		resp.DynamicMetadata = sc.quotaMetadata()
 	}
 	return resp, nil
+}
+
+// refused is the status of a descriptor that could not be decided.
+var refused = &rlsv3.RateLimitResponse_DescriptorStatus{Code: codeOverLimit}
+
+// refuseAll answers a request of n descriptors, too many to decide: denied,
+// since an error would be let through by an Envoy failing open. Every status
+// is the one shared message, so the answer costs 8 bytes per descriptor
+// however many a hostile request holds.
+func refuseAll(n int) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{OverallCode: codeOverLimit, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = refused
+	}
+	return resp
 }
 
 // decide runs the request's checks. Normally that is one svc.Decide; when a
