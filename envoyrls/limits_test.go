@@ -2,14 +2,18 @@ package envoyrls
 
 import (
 	"context"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -181,5 +185,40 @@ func TestInvalidUTF8(t *testing.T) {
 		if _, err := e.invokeRaw([]byte(raw)); status.Code(err) != code {
 			t.Fatalf("%q: %v, want %v", raw, err, code)
 		}
+	}
+}
+
+// TestInterceptorSeesRequest: the lenient handler hands interceptors the
+// decoded request under the method's full name, as the generated one does.
+func TestInterceptorSeesRequest(t *testing.T) {
+	svc := capsEnv(t).svc
+	srv := New(svc)
+	var seen atomic.Value
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if r, ok := req.(*rlsv3.RateLimitRequest); ok && info.FullMethod == rlsv3.RateLimitService_ShouldRateLimit_FullMethodName {
+			seen.Store(r.GetDomain())
+		}
+		return h(ctx, req)
+	}))
+	srv.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	defer g.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "d", Descriptors: descs(desc("k", "v"))})
+	if err != nil || resp.Statuses[0].LimitRemaining != 999 {
+		t.Fatalf("%v, %v", resp, err)
+	}
+	if seen.Load() != "d" {
+		t.Fatalf("the interceptor saw %v", seen.Load())
 	}
 }
