@@ -182,3 +182,18 @@ func TestReplacesScript(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaModeWithEnforcedLimits: denied for want of quota, a request's
+// enforced limits are still reported as they stand (OK: they admitted it).
+func TestQuotaModeWithEnforcedLimits(t *testing.T) {
+	quota := pol("q", 1, time.Minute, func(p *config.Policy) { p.QuotaMode, p.Shadow = true, true })
+	e := newEnv(t, openMemory, newConfig(domain("d",
+		node("backend", "", limits(quota)),
+		node("user", "", limits(pol("u", 2, time.Minute))))))
+	checkStatuses(t, e.call("d", 0, desc("backend", "b"), desc("user", "x")), codeOK, ok("q", 0), ok("u", 1))
+	resp := e.call("d", 0, desc("backend", "b"), desc("user", "x"))
+	checkStatuses(t, resp, codeOverLimit, over("q", 0), ok("u", 0))
+	if len(resp.GetDynamicMetadata().GetFields()[metaQuotaViolations].GetListValue().GetValues()) != 1 {
+		t.Fatalf("metadata %v", resp.GetDynamicMetadata())
+	}
+}

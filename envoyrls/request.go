@@ -58,6 +58,9 @@ type scratch struct {
 	best    []int32 // per descriptor: the index in limits of the limit it reports, or -1
 	quotas  []httplimit.Quota
 	blocked bool // some enforced limit can never admit its cost: deny without deciding
+	// quotaDenied: the enforced limits admitted the request, but every
+	// quota-mode limit is exhausted.
+	quotaDenied bool
 }
 
 var scratchPool = sync.Pool{New: func() any {
@@ -90,7 +93,7 @@ func putScratch(sc *scratch) {
 	clear(sc.quotas)
 	sc.entries, sc.limits, sc.checks, sc.quotas = sc.entries[:0], sc.limits[:0], sc.checks[:0], sc.quotas[:0]
 	sc.costs, sc.flags, sc.results, sc.best = sc.costs[:0], sc.flags[:0], sc.results[:0], sc.best[:0]
-	sc.blocked = false
+	sc.blocked, sc.quotaDenied = false, false
 	scratchPool.Put(sc)
 }
 

@@ -146,6 +146,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		return nil, s.decideError(ctx, sc, req.GetDomain(), err)
 	}
 	quota, noQuotaLeft := sc.applyQuota(allowed)
+	sc.quotaDenied = allowed && noQuotaLeft
 	resp := s.respond(sc, n, allowed && !noQuotaLeft)
 	if quota {
 		resp.DynamicMetadata = sc.quotaMetadata()

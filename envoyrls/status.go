@@ -73,13 +73,14 @@ func (sc *scratch) markExhausted() time.Duration {
 	var retry time.Duration
 	found, quota := false, false
 	for i := range sc.checks {
-		p := sc.checks[i].Policy
 		if sc.flags[i]&flagQuotaExhausted != 0 {
-			// Denied because no quota is left: it comes back when they do.
+			// No quota left: it comes back when they do.
 			quota = true
 			retry = max(retry, sc.results[i].RetryAfter)
 		}
-		if p.Shadow {
+		if sc.checks[i].Policy.Shadow || sc.quotaDenied {
+			// Denied for want of quota, the enforced limits admitted the
+			// request (and were charged): none of them is exhausted.
 			continue
 		}
 		retry = max(retry, sc.results[i].RetryAfter)
