@@ -197,3 +197,16 @@ func TestQuotaModeWithEnforcedLimits(t *testing.T) {
 		t.Fatalf("metadata %v", resp.GetDynamicMetadata())
 	}
 }
+
+// TestGlobLimits: a * inside a value limits what it matches, over RLS
+// (ratelimit's midWild: bar*b limits barb), each value on its own counter.
+func TestGlobLimits(t *testing.T) {
+	e := newEnv(t, openMemory, loadRatelimit(t, "wildcard.yaml"))
+	const d = "shapes-wildcard"
+	for i := range 20 {
+		checkStatuses(t, e.call(d, 0, desc("inner", "abz")), codeOK, ok(anonymous, uint32(19-i)))
+	}
+	checkStatuses(t, e.call(d, 0, desc("inner", "abz")), codeOverLimit, over(anonymous, 0))
+	checkStatuses(t, e.call(d, 0, desc("inner", "ab-z"), desc("many", "x-v1-rpc"), desc("inner", "abz-")), codeOK,
+		ok(anonymous, 19), ok(anonymous, 19), noLimit)
+}
