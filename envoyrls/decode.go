@@ -2,7 +2,6 @@ package envoyrls
 
 import (
 	"context"
-	"errors"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -64,7 +63,13 @@ func decodeRequest(b []byte) (*rlsv3.RateLimitRequest, error) {
 	if proto.Unmarshal(b, req) == nil {
 		return req, nil
 	}
-	req.Reset()
+	return decodeLenient(b)
+}
+
+// decodeLenient decodes a RateLimitRequest keeping its strings' bytes as they
+// are; unknown fields are dropped.
+func decodeLenient(b []byte) (*rlsv3.RateLimitRequest, error) {
+	req := &rlsv3.RateLimitRequest{}
 	err := walk(b, 3, 1<<3, func(num protowire.Number, v []byte, x uint64) error {
 		switch num {
 		case 1:
@@ -98,12 +103,17 @@ func decodeDescriptor(b []byte) (*ratelimitv3.RateLimitDescriptor, error) {
 				return nil
 			})
 		case 2:
-			// No strings inside: the generated code decodes it.
-			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{}
-			return proto.Unmarshal(v, d.Limit)
+			// No strings inside: the generated code decodes it, merging a
+			// repeated occurrence as protobuf does.
+			if d.Limit == nil {
+				d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{}
+			}
+			return merge.Unmarshal(v, d.Limit)
 		case 3:
-			d.HitsAddend = &wrapperspb.UInt64Value{}
-			return proto.Unmarshal(v, d.HitsAddend)
+			if d.HitsAddend == nil {
+				d.HitsAddend = &wrapperspb.UInt64Value{}
+			}
+			return merge.Unmarshal(v, d.HitsAddend)
 		case 4:
 			d.IsNegativeHits = x != 0
 		}
@@ -112,13 +122,13 @@ func decodeDescriptor(b []byte) (*ratelimitv3.RateLimitDescriptor, error) {
 	return d, err
 }
 
-var errWireType = errors.New("a field has the wrong wire type")
+var merge = proto.UnmarshalOptions{Merge: true, DiscardUnknown: true}
 
 // walk calls field for each field of the message b numbered 1 to known: v
 // holds a length-delimited field's bytes, x a varint's value. Each of those
 // fields takes one wire type: a varint when its bit is set in varints, else
-// length-delimited (strings and messages); another is an error. Other fields
-// are skipped, as proto3 skips unknown fields.
+// length-delimited (strings and messages). Other fields, and known ones with
+// another wire type, are skipped as unknown, as the generated code does.
 func walk(b []byte, known protowire.Number, varints uint64, field func(num protowire.Number, v []byte, x uint64) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -126,7 +136,11 @@ func walk(b []byte, known protowire.Number, varints uint64, field func(num proto
 			return protowire.ParseError(n)
 		}
 		b = b[n:]
-		if num > known {
+		want := protowire.BytesType
+		if varints&(1<<num) != 0 {
+			want = protowire.VarintType
+		}
+		if num > known || typ != want {
 			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
 				return protowire.ParseError(n)
 			}
@@ -135,13 +149,6 @@ func walk(b []byte, known protowire.Number, varints uint64, field func(num proto
 		}
 		var v []byte
 		var x uint64
-		want := protowire.BytesType
-		if varints&(1<<num) != 0 {
-			want = protowire.VarintType
-		}
-		if typ != want {
-			return errWireType
-		}
 		if typ == protowire.VarintType {
 			x, n = protowire.ConsumeVarint(b)
 		} else {

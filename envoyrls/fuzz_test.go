@@ -308,6 +308,13 @@ func FuzzRequest(f *testing.F) {
 		if strictErr := proto.Unmarshal(data, strict); strictErr == nil && (err != nil || !proto.Equal(req, strict)) {
 			t.Fatalf("decodeRequest(%q) = %v, %v; the generated code says %v", data, req, err, strict)
 		}
+		// The lenient decoder reads what the generated code reads.
+		known := &rlsv3.RateLimitRequest{}
+		if (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, known) == nil {
+			if lenient, err := decodeLenient(data); err != nil || !proto.Equal(lenient, known) {
+				t.Fatalf("decodeLenient(%q) = %v, %v; the generated code says %v", data, lenient, err, known)
+			}
+		}
 		if err != nil {
 			return
 		}

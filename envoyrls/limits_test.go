@@ -177,10 +177,14 @@ func TestInvalidUTF8(t *testing.T) {
 	checkStatuses(t, call(rawRequest("d", []string{"k", "\uFFFD"})), codeOK, ok("p", 999))
 	checkStatuses(t, call(rawRequest("d", []string{"a", "\xc3", "b", "\x28"}, []string{"k\xff", "v"})), codeOK, ok("ab", 999), noLimit)
 	checkStatuses(t, call(rawRequest("d\xff", []string{"k", "v"})), codeOK, noLimit)
+	// An entry sent as a number is skipped the same way, and what is left
+	// decided: a domain that is not UTF-8, a descriptor without entries.
+	checkStatuses(t, call([]byte("\x0a\x01\xff\x12\x02\x08\x01")), codeOK, noLimit)
 	// The usual path still works through the same handler.
 	checkStatuses(t, e.call("d", 0, desc("k", "plain")), codeOK, ok("p", 999))
-	// Not protobuf at all: gRPC's own INTERNAL. Protobuf, but a field of
-	// the wrong type: InvalidArgument.
+	// Not protobuf at all: gRPC's own INTERNAL. Protobuf, but the domain
+	// sent as a number, which protobuf skips as an unknown field: no domain,
+	// InvalidArgument.
 	for raw, code := range map[string]codes.Code{"\xff": codes.Internal, "\x0a\x05d": codes.Internal, "\x08\x01": codes.InvalidArgument} {
 		if _, err := e.invokeRaw([]byte(raw)); status.Code(err) != code {
 			t.Fatalf("%q: %v, want %v", raw, err, code)
