@@ -183,19 +183,42 @@ func TestReplacesScript(t *testing.T) {
 	}
 }
 
-// TestQuotaModeWithEnforcedLimits: denied for want of quota, a request's
-// enforced limits are still reported as they stand (OK: they admitted it).
+// TestQuotaModeWithEnforcedLimits: with every quota gone, a request is
+// denied without charging its enforced limits, which report their state.
 func TestQuotaModeWithEnforcedLimits(t *testing.T) {
 	quota := pol("q", 1, time.Minute, func(p *config.Policy) { p.QuotaMode, p.Shadow = true, true })
 	e := newEnv(t, openMemory, newConfig(domain("d",
 		node("backend", "", limits(quota)),
 		node("user", "", limits(pol("u", 2, time.Minute))))))
 	checkStatuses(t, e.call("d", 0, desc("backend", "b"), desc("user", "x")), codeOK, ok("q", 0), ok("u", 1))
-	resp := e.call("d", 0, desc("backend", "b"), desc("user", "x"))
-	checkStatuses(t, resp, codeOverLimit, over("q", 0), ok("u", 0))
-	if len(resp.GetDynamicMetadata().GetFields()[metaQuotaViolations].GetListValue().GetValues()) != 1 {
-		t.Fatalf("metadata %v", resp.GetDynamicMetadata())
+	for range 2 {
+		resp := e.call("d", 0, desc("backend", "b"), desc("user", "x"))
+		checkStatuses(t, resp, codeOverLimit, over("q", 0), ok("u", 1))
+		if len(resp.GetDynamicMetadata().GetFields()[metaQuotaViolations].GetListValue().GetValues()) != 1 {
+			t.Fatalf("metadata %v", resp.GetDynamicMetadata())
+		}
 	}
+}
+
+// TestQuotaGoneAfterCharging: a request that found quota when it looked but
+// none once decided (another took the last unit meanwhile) is denied, and its
+// enforced limits, charged, are reported as they stand, not as exhausted.
+func TestQuotaGoneAfterCharging(t *testing.T) {
+	e := newEnv(t, openMemory, newConfig(domain("d")))
+	q := pol("q", 1, time.Minute, func(p *config.Policy) { p.QuotaMode, p.Shadow = true, true })
+	u := pol("u", 2, time.Minute)
+	sc := getScratch()
+	defer putScratch(sc)
+	sc.limits = append(sc.limits, limitRef{policy: q, key: "b", cost: 1, desc: 0}, limitRef{policy: u, key: "x", cost: 1, desc: 1})
+	sc.plan()
+	sc.results[0] = sluice.Result{Allowed: false, Limit: 1, Remaining: 0, RetryAfter: time.Second}
+	sc.results[1] = sluice.Result{Allowed: true, Limit: 2, Remaining: 0}
+	quota, gone := sc.applyQuota(true)
+	if !quota || !gone {
+		t.Fatalf("applyQuota = %v, %v", quota, gone)
+	}
+	sc.quotaDenied = true
+	checkStatuses(t, e.srv.respond(sc, 2, false), codeOverLimit, over("q", 0), ok("u", 0))
 }
 
 // TestGlobLimits: a * inside a value limits what it matches, over RLS

@@ -1,7 +1,11 @@
 package envoyrls
 
 import (
+	"context"
+
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Quota mode (envoyproxy/ratelimit's quota_mode: true on a descriptor).
@@ -15,8 +19,9 @@ import (
 // limit is exhausted. Envoy can route on it (to a fallback backend, say).
 // When every quota-mode limit of the request is exhausted, though, the
 // request is denied, as envoyproxy/ratelimit does: there is no quota left
-// anywhere. The enforced limits were charged by then (the decision is made
-// before the quotas are known to be all gone).
+// anywhere. The quotas are looked at before deciding, so such a request is
+// denied without charging anything; only one that races another for the last
+// units can find them gone after its enforced limits were charged.
 
 // Metadata field names, as envoyproxy/ratelimit sends them.
 const (
@@ -93,4 +98,39 @@ func (sc *scratch) quotaMetadata() *structpb.Struct {
 		metaQuotaEnabled:    structpb.NewBoolValue(true),
 		metaQuotaViolations: structpb.NewListValue(&structpb.ListValue{Values: violations}),
 	}}
+}
+
+// quotaGone reports whether the request has quota-mode limits and none of
+// them can admit its cost now, by peeking at each. A store error is not an
+// answer: the decision that follows meets it again.
+func (s *Server) quotaGone(ctx context.Context, sc *scratch) bool {
+	store := s.svc.Store()
+	any := false
+	for i := range sc.limits {
+		l := &sc.limits[i]
+		if l.policy == nil || !l.policy.QuotaMode || l.kind == kindReplaced {
+			continue
+		}
+		any = true
+		switch l.kind {
+		case kindZeroLimit:
+			if l.cost == 0 {
+				return false
+			}
+		case kindLive:
+			j := l.check
+			if sc.flags[j]&flagOverCapacity != 0 {
+				continue
+			}
+			if sc.costs[j] == 0 {
+				return false
+			}
+			c := sc.checks[j]
+			r, err := store.Decide(ctx, sluice.Request{Policy: &c.Policy.Policy, Key: c.Key})
+			if err != nil || r.Remaining >= sc.costs[j] {
+				return false
+			}
+		}
+	}
+	return any
 }

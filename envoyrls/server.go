@@ -134,6 +134,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	// the new one.
 	s.collect(sc, s.svc.Config(), req)
 	sc.plan()
+	if !sc.blocked && s.quotaGone(ctx, sc) {
+		sc.blocked = true // denied, and nothing charged
+	}
 	allowed, err := s.decide(ctx, sc)
 	if errors.Is(err, failover.ErrUnavailable) && ctx.Err() == nil {
 		// store.on_error: closed. Answering an error would hand the choice to
