@@ -15,9 +15,10 @@
 //	    burst: 20
 //
 // envoyproxy/ratelimit's format is loaded as is: a domain: and nested
-// descriptors: with key, value, rate_limit {unit, requests_per_unit, name,
-// unlimited, replaces}, shadow_mode. Its limits are fixed windows aligned to
-// the epoch, as in envoyproxy/ratelimit. Sluice's extensions: algorithm, burst
+// descriptors: with key, value (a glob when it has a *), rate_limit {unit,
+// unit_multiplier, requests_per_unit, name, unlimited, replaces}, shadow_mode,
+// share_threshold, quota_mode, metadata. Its limits are fixed windows aligned
+// to the epoch, as in envoyproxy/ratelimit. Sluice's extensions: algorithm, burst
 // and period inside rate_limit, and rate_limits: a list of several limits on
 // one descriptor.
 //
@@ -129,6 +130,12 @@ type Policy struct {
 	// Shadow policies are decided and counted but never enforced: a request
 	// they would deny is let through.
 	Shadow bool
+	// QuotaMode (an Envoy file's quota_mode) makes the limit a soft one: it
+	// is counted, and a request it would deny is let through and reported
+	// in the response's dynamic metadata, unless every quota-mode limit of
+	// the request is exhausted. It implies Shadow: a quota-mode limit never
+	// denies through the HTTP API.
+	QuotaMode bool
 	// RuleName is the rate_limit's name: in an Envoy file, used by replaces.
 	RuleName string
 	// Replaces lists the RuleNames of limits this one replaces when both match
@@ -157,8 +164,12 @@ type Domain struct {
 type Descriptor struct {
 	Key string
 	// Value is the exact value to match; "" matches any value of Key (a
-	// default); a Value ending in "*" matches every value with that prefix.
+	// default); a Value with a "*" is a glob: each "*" matches any run of
+	// bytes, so "foo*" is a prefix and "bar*b" matches "barb" and "barxb".
 	Value string
+	// Shared (share_threshold) makes every value the glob matches count as
+	// the glob itself in the store key: one counter for them all.
+	Shared bool
 	// Limits apply to a request descriptor that ends at this node. Empty when
 	// the node only groups children or is Unlimited.
 	Limits []*Policy
@@ -183,21 +194,35 @@ func (c *Config) Policy(name string) *Policy { return c.Policies[name] }
 
 // Match finds the limits for one request descriptor in domain, the way
 // envoyproxy/ratelimit does: at each level an entry matches, in order of
-// preference, a node with the same key and value, a node with the same key
-// and a wildcard value ("prefix*") that the value starts with, or a node with
+// preference, a node with the same key and value, the first node (in file
+// order) with the same key and a glob value the value matches, or a node with
 // the same key and no value. The limits apply only when every entry matched
 // and the last node carries them. An unknown domain matches nothing.
 func (c *Config) Match(domain string, entries []Entry) Match {
+	return c.match(domain, entries, false)
+}
+
+// MatchShared is Match, and also writes, in place, the glob of each node
+// with Shared (share_threshold) over the value of the entry it matched: the
+// values then make the store key that those entries share.
+func (c *Config) MatchShared(domain string, entries []Entry) Match {
+	return c.match(domain, entries, true)
+}
+
+func (c *Config) match(domain string, entries []Entry, share bool) Match {
 	d := c.Domains[domain]
 	if d == nil || len(entries) == 0 {
 		return Match{}
 	}
 	level := d.Descriptors
 	var node *Descriptor
-	for _, e := range entries {
+	for i, e := range entries {
 		node = matchLevel(level, e)
 		if node == nil {
 			return Match{}
+		}
+		if share && node.Shared {
+			entries[i].Value = node.Value
 		}
 		level = node.Children
 	}
@@ -215,16 +240,44 @@ func matchLevel(level []*Descriptor, e Entry) *Descriptor {
 			if def == nil {
 				def = n
 			}
-		case strings.HasSuffix(n.Value, "*"):
-			if wildcard == nil && strings.HasPrefix(e.Value, n.Value[:len(n.Value)-1]) {
-				wildcard = n
-			}
 		case n.Value == e.Value:
 			return n
+		case wildcard == nil && strings.Contains(n.Value, "*") && Glob(n.Value, e.Value):
+			wildcard = n
 		}
 	}
 	if wildcard != nil {
 		return wildcard
 	}
 	return def
+}
+
+// Glob reports whether value matches pattern, in which each '*' stands for
+// any run of bytes (none included) and every other byte for itself. It runs
+// in O(len(pattern) × len(value)) at worst, with no recursion.
+func Glob(pattern, value string) bool {
+	// Greedy with one backtrack point: the last '*' seen absorbs one more
+	// byte each time the rest fails to match.
+	p, v := 0, 0
+	star, mark := -1, 0
+	for v < len(value) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, v
+			p++
+		case p < len(pattern) && pattern[p] == value[v]:
+			p++
+			v++
+		case star >= 0:
+			p = star + 1
+			mark++
+			v = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }

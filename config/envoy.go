@@ -30,10 +30,14 @@ const unitNames = "second, minute, hour, day, week, month or year"
 // then Sluice's extensions (rate_limits; algorithm, burst, period).
 var (
 	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode",
-		"detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "rate_limits"}
-	rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
+		"detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata", "rate_limits"}
+	rateLimitFields = []string{"unit", "requests_per_unit", "unit_multiplier", "unlimited", "name", "replaces",
 		"algorithm", "burst", "period"}
 )
+
+// maxPeriod is the longest period a policy may have (2^52 µs, about 142
+// years; see sluice.Policy.Validate), checked before multiplying.
+const maxPeriod = time.Duration(1<<52) * time.Microsecond
 
 // maxDepth bounds descriptor nesting. Real trees are a few levels deep; the
 // bound keeps the recursion and the YAML paths in problems short whatever the
@@ -130,22 +134,20 @@ func (p *fileParser) descriptor(f *fields, parent name, depth int) (d *Descripto
 	ok = ok && fine
 	// Metric-only fields: checked for their type, otherwise ignored (Sluice's
 	// metrics are labelled by policy name and do not depend on them).
+	// metadata is free-form data for the client, which Sluice does not send.
 	for _, key := range []string{"detailed_metric", "value_to_metric"} {
 		_, fine = p.optBool(f, key)
 		ok = ok && fine
 	}
-	// share_threshold and quota_mode change decisions; false is what
-	// leaving them out means, and loads.
-	if v, _ := p.boolean(f, "share_threshold"); v {
+	d.Shared, fine = p.optBool(f, "share_threshold")
+	ok = ok && fine
+	if d.Shared && !strings.Contains(d.Value, "*") {
 		p.errorf(f.get("share_threshold"), join(f.path, "share_threshold"),
-			"share_threshold: true (one counter shared by every value the wildcard matches) is not supported by Sluice yet")
+			"share_threshold needs a value with a * wildcard, whose matches then share one counter")
 		ok = false
 	}
-	if v, _ := p.boolean(f, "quota_mode"); v {
-		p.errorf(f.get("quota_mode"), join(f.path, "quota_mode"),
-			"quota_mode: true (soft limits reported in response metadata) is not supported by Sluice yet; shadow_mode is the closest")
-		ok = false
-	}
+	quota, fine := p.optBool(f, "quota_mode")
+	ok = ok && fine
 
 	part := "." + d.Key
 	if d.Value != "" {
@@ -157,7 +159,7 @@ func (p *fileParser) descriptor(f *fields, parent name, depth int) (d *Descripto
 		if b.of > 1 {
 			pname = here.child(fmt.Sprintf(".%d", i+1))
 		}
-		pol, unlimited := p.rateLimit(b, pname.String(), shadow)
+		pol, unlimited := p.rateLimit(b, pname.String(), shadow, quota)
 		switch {
 		case unlimited && b.of > 1:
 			p.errorf(b.node, join(b.path, "unlimited"), "an unlimited descriptor cannot have other limits")
@@ -218,7 +220,7 @@ func (p *fileParser) limitBlocks(f *fields) []block {
 
 // rateLimit reads one rate_limit block into a policy called policyName, or
 // reports that the block is unlimited.
-func (p *fileParser) rateLimit(b block, policyName string, shadow bool) (pol *Policy, unlimited bool) {
+func (p *fileParser) rateLimit(b block, policyName string, shadow, quota bool) (pol *Policy, unlimited bool) {
 	f, ok := p.mapping(b.node, b.path, rateLimitFields...)
 	if !ok {
 		return nil, false
@@ -229,7 +231,7 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow bool) (pol *Po
 		return nil, false // whether the other fields are allowed is unknown
 	}
 	if unlimited {
-		for _, key := range []string{"unit", "requests_per_unit", "period", "algorithm", "burst"} {
+		for _, key := range []string{"unit", "requests_per_unit", "unit_multiplier", "period", "algorithm", "burst"} {
 			if f.has(key) {
 				p.errorf(f.keys[key], join(f.path, key), "not allowed with unlimited: true, which has no limit to configure")
 			}
@@ -241,7 +243,7 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow bool) (pol *Po
 		return nil, true
 	}
 
-	pol = &Policy{File: p.file, Line: b.line, Shadow: shadow, RuleName: ruleName}
+	pol = &Policy{File: p.file, Line: b.line, Shadow: shadow || quota, QuotaMode: quota, RuleName: ruleName}
 	pol.Name = policyName
 	pol.Algorithm = sluice.FixedWindow
 	bad := map[string]bool{}
@@ -267,6 +269,23 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow bool) (pol *Po
 	default:
 		p.missing(f, "unit", unitNames+` (or Sluice's period: with a Go duration such as "90s")`)
 		bad["Period"] = true
+	}
+	if f.has("unit_multiplier") {
+		// As envoyproxy/ratelimit: the window is unit_multiplier units long.
+		m, fine := p.integer(f, "unit_multiplier")
+		switch {
+		case !fine:
+			bad["Period"] = true
+		case !f.has("unit"):
+			p.errorf(f.keys["unit_multiplier"], join(f.path, "unit_multiplier"), "needs unit: it counts units")
+			bad["Period"] = true
+		case m < 1 || m > int64(maxPeriod/max(pol.Period, time.Second)):
+			p.errorf(f.get("unit_multiplier"), join(f.path, "unit_multiplier"), "must be from 1 to %d, got %d",
+				int64(maxPeriod/max(pol.Period, time.Second)), m)
+			bad["Period"] = true
+		case !bad["Period"]:
+			pol.Period *= time.Duration(m)
+		}
 	}
 	if pol.Limit, set = p.integer(f, "requests_per_unit"); !p.need(f, "requests_per_unit",
 		"the number of requests admitted per unit, such as 100") || !set {

@@ -36,6 +36,7 @@ func TestEnvoyLimits(t *testing.T) {
 		{"year", "{unit: year, requests_per_unit: 5}", Policy{Policy: sluice.Policy{Algorithm: fw, Limit: 5, Period: 365 * 24 * time.Hour}}},
 		{"extensions", "{algorithm: gcra, period: 90s, requests_per_unit: 30, burst: 10}",
 			Policy{Policy: sluice.Policy{Algorithm: sluice.GCRA, Limit: 30, Period: 90 * time.Second, Burst: 10}}},
+		{"unit_multiplier", "{unit: minute, requests_per_unit: 20, unit_multiplier: 5}", Policy{Policy: sluice.Policy{Algorithm: fw, Limit: 20, Period: 5 * time.Minute}}},
 		{"name and replaces", "{name: me, replaces: [{name: a}, {name: b}], unit: second, requests_per_unit: 1}",
 			Policy{Policy: sluice.Policy{Algorithm: fw, Limit: 1, Period: time.Second}, RuleName: "me", Replaces: []string{"a", "b"}}},
 	} {

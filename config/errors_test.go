@@ -196,10 +196,10 @@ func TestEnvoyProblems(t *testing.T) {
 			"6:25 descriptors[1].rate_limit.burst: applies only to token_bucket, leaky_bucket and gcra, not fixed_window",
 			"8:79 descriptors[2].rate_limit.requests_per_unit: sliding_window needs Limit × Period",
 			`10:26 descriptors[3].rate_limit.period: must be a Go duration such as "1m", "1h30m" or "250ms", got the string "1 minute"`}},
-		{"unsupported ratelimit features", y("domain: d", "descriptors:", "  - {key: a, value: 'x*', share_threshold: true}", "  - {key: b, quota_mode: true}",
-			"  - {key: c, share_threshold: false, quota_mode: false, detailed_metric: 1}"), []string{
-			"3:44 descriptors[0].share_threshold: share_threshold: true (one counter shared by every value the wildcard matches) is not supported",
-			"4:26 descriptors[1].quota_mode: quota_mode: true (soft limits reported in response metadata) is not supported",
+		{"ratelimit's optional fields", y("domain: d", "descriptors:", "  - {key: a, value: 'x', share_threshold: true}", "  - {key: b, quota_mode: 1}",
+			"  - {key: c, share_threshold: false, quota_mode: false, detailed_metric: 1, metadata: {any: [thing]}}"), []string{
+			"3:43 descriptors[0].share_threshold: share_threshold needs a value with a * wildcard, whose matches then share one counter",
+			"4:26 descriptors[1].quota_mode: must be true or false, got the integer 1",
 			"5:74 descriptors[2].detailed_metric: must be true or false, got the integer 1"}},
 		{"too deep", "domain: d\ndescriptors: " + strings.Repeat("[{key: k, descriptors: ", 65) + "[]" + strings.Repeat("}]", 65) + "\n",
 			[]string{"2:1486 descriptors[0]" + strings.Repeat(".descriptors[0]", 63) + ".descriptors: descriptors nest deeper than 64 levels"}},

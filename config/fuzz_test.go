@@ -22,11 +22,15 @@ func FuzzParse(f *testing.F) {
 		y("x: &x {unit: second, requests_per_unit: 1}"),
 		y("domain: d", "descriptors: [{key: a, rate_limit: &l {unit: minute, requests_per_unit: 2}}, {key: b, rate_limit: *l}]"),
 		y("policies: []", "---", "policies: []"),
+		y("domain: d", "descriptors:", "  - {key: k, value: 'a*b*', share_threshold: true, quota_mode: true, metadata: {x: [1, {y: z}]},",
+			"     rate_limit: {unit: minute, unit_multiplier: 7, requests_per_unit: 3}}"),
 		"{]",
 	} {
 		f.Add([]byte(s))
 	}
 	examples, _ := filepath.Glob("../examples/*.yaml")
+	shapes, _ := filepath.Glob("testdata/ratelimit/*.yaml")
+	examples = append(examples, shapes...)
 	for _, path := range examples {
 		if data, err := os.ReadFile(path); err == nil {
 			f.Add(data)

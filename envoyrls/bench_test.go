@@ -12,6 +12,8 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -177,6 +179,40 @@ func BenchmarkShouldRateLimitInProcess(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkDecode measures what the lenient decoding adds to each request:
+// the generated code alone (what gRPC did before), the handler's path (the
+// bytes into an Empty, then the generated code), and the fallback a value
+// that is not UTF-8 takes.
+func BenchmarkDecode(b *testing.B) {
+	valid, err := proto.Marshal(&rlsv3.RateLimitRequest{Domain: "bench", Descriptors: descs(
+		desc("user", "user-12345"), desc("tenant", "t1", "path", "/api/v1/orders"))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	invalid := rawRequest("bench", []string{"user", "user-\xff"}, []string{"tenant", "t1", "path", "/api/v1/orders"})
+	run := func(name string, f func() error) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	run("generated", func() error { return proto.Unmarshal(valid, &rlsv3.RateLimitRequest{}) })
+	for name, data := range map[string][]byte{"handler": valid, "handler-not-utf8": invalid} {
+		run(name, func() error {
+			var raw emptypb.Empty
+			if err := proto.Unmarshal(data, &raw); err != nil {
+				return err
+			}
+			_, err := decodeRequest(raw.ProtoReflect().GetUnknown())
+			return err
 		})
 	}
 }

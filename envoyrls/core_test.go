@@ -185,12 +185,12 @@ func testReplaces(t *testing.T, open opener) {
 		node("tenant", "", limits(pol("t", 100, time.Minute, ruleName("t_rule"), replaces("a_rule")))),
 		node("both", "", limits(pol("b1", 5, time.Minute, ruleName("b1_rule")),
 			pol("b2", 7, time.Minute, ruleName("b2_rule"), replaces("b1_rule")))))))
-	checkStatuses(t, e.call("api", 0, desc("path", "/a"), desc("tenant", "x")), codeOK, noLimit, ok("t", 99))
+	checkStatuses(t, e.call("api", 0, desc("path", "/a"), desc("tenant", "x")), codeOK, noLimit, ok("t_rule", 99))
 	if got := e.remaining("api", "path", "/a"); got != 5 {
 		t.Fatalf("the replaced limit was charged: remaining %d, want 5", got)
 	}
 	// Alone, nothing replaces it.
-	checkStatuses(t, e.call("api", 0, desc("path", "/a")), codeOK, ok("a", 4))
+	checkStatuses(t, e.call("api", 0, desc("path", "/a")), codeOK, ok("a_rule", 4))
 	// Within one descriptor too.
-	checkStatuses(t, e.call("api", 0, desc("both", "x")), codeOK, ok("b2", 6))
+	checkStatuses(t, e.call("api", 0, desc("both", "x")), codeOK, ok("b2_rule", 6))
 }

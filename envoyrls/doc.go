@@ -10,8 +10,8 @@
 // route's rate limit actions (e.g. [("remote_address", "10.0.0.1")] or
 // [("tenant", "acme"), ("path", "/upload")]). The configuration's domain tree
 // (package config) says which limits a descriptor gets: its entries walk the
-// tree one level per entry, exact values first, then "prefix*" wildcards, then
-// defaults, as envoyproxy/ratelimit does.
+// tree one level per entry, exact values first, then globs ("*" anywhere),
+// then defaults, as envoyproxy/ratelimit does.
 //
 // Every limit that matched becomes one check of a single all-or-nothing
 // decision: the request passes only if every enforced limit admits it, and a
@@ -24,11 +24,14 @@
 //
 // The response has one status per descriptor, in order: OVER_LIMIT when one of
 // its own enforced limits is exhausted, else OK; the limit it reports is the
-// most restrictive of its limits, with the remaining quota and the time until
-// the key is back to unused. overall_code is OVER_LIMIT iff the request was
-// denied. With WithHeaders the response also carries the RateLimit-Policy and
-// RateLimit fields (and Retry-After when denied) for Envoy to add to the
-// client's response.
+// most restrictive of its limits, under its YAML name (empty when it has none),
+// with the remaining quota and the time until the window resets (never 0).
+// An unlimited descriptor reports 4294967295 remaining, as envoyproxy/ratelimit
+// does. overall_code is OVER_LIMIT iff the request was denied. Quota-mode
+// limits (quota.go) are soft: reported, not enforced, unless all are gone.
+// WithHeaders adds the RateLimit-Policy and RateLimit fields (and Retry-After
+// when denied) for Envoy to add to the client's response; WithLimitHeaders
+// adds envoyproxy/ratelimit's three headers.
 //
 // # Using it
 //
@@ -41,9 +44,13 @@
 //	rls.Shutdown() // health says NOT_SERVING: load balancers drain us
 //	g.GracefulStop()
 //
-// Errors: a malformed request (no domain, too many descriptors or entries, a
-// key over sluice.MaxKeyLen) is codes.InvalidArgument; a store failure is
-// codes.Unavailable, which Envoy treats according to its failure_mode_deny. A
-// cost no limit can ever admit is not an error but a denial, so an Envoy that
-// fails open does not let it through.
+// Errors: an error is let through by an Envoy with the default
+// failure_mode_deny: false, so every rate limit request gets a decision. A
+// value that is not UTF-8 is decided on its own counter (decode.go), a key
+// over sluice.MaxKeyLen on its SHA-256 (key.go), and a request too large to
+// decide (too many descriptors or entries, an override no policy can express)
+// is OVER_LIMIT. Only what is not a rate limit request at all (no domain, no
+// descriptors, not protobuf) is an error: codes.InvalidArgument, or gRPC's
+// own INTERNAL. A store failure no fail policy decided is codes.Unavailable,
+// which Envoy treats according to its failure_mode_deny.
 package envoyrls

@@ -2,7 +2,7 @@ package envoyrls
 
 import (
 	"context"
-	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dunglas/httpsfv"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -19,9 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/service"
 	"github.com/sluicehq/sluice/storetest"
@@ -49,6 +46,26 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 30}
   - key: k
     rate_limit: {unit: second, requests_per_unit: 5}
+  - key: k
+    value: "*mid*x"
+    rate_limit: {unit: minute, requests_per_unit: 6}
+  - key: s
+    value: "s*x"
+    share_threshold: true
+    rate_limit: {unit: minute, requests_per_unit: 8}
+    descriptors:
+      - key: t
+        value: "a*"
+        share_threshold: true
+        quota_mode: true
+        rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: q
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: q
+    value: zero
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 0}
   - key: w
     value: "*"
     rate_limit: {unit: minute, requests_per_unit: 3}
@@ -164,7 +181,7 @@ func entriesOf(d *ratelimitv3.RateLimitDescriptor) []config.Entry {
 // request is refused with InvalidArgument; and ShouldRateLimit answers exactly
 // the requests the caps allow, with statuses that report the matched limits.
 func FuzzMatch(f *testing.F) {
-	e := newFuzzEnv(f, WithHeaders(true))
+	e := newFuzzEnv(f, WithHeaders(true), WithLimitHeaders(DefaultLimitHeaderNames))
 	f.Add(uint8(2), uint8(0), "k=exact\nk=example\nk=e\nk=other\nk=")
 	f.Add(uint8(2), uint8(0), "w=w|\\\nw=\nw=anything")
 	f.Add(uint8(2), uint8(3), "a=1;b=x\na=1;b=y;c=deep\na=2;b=x\na=1;b=z;c=dx\na=1;b=z;c=q")
@@ -179,6 +196,7 @@ func FuzzMatch(f *testing.F) {
 	f.Add(uint8(2), uint8(0), "a=1;b="+strings.Repeat("v", 1022))
 	f.Add(uint8(2), uint8(0), "a=1;b="+strings.Repeat("v", 1023))
 	f.Add(uint8(2), uint8(0), "x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x")
+	f.Add(uint8(2), uint8(0), "k=amidx\nk=midx\nk=exmidx\ns=sx;t=a\ns=s12x;t=abc\ns=sx\nq=1\nq=zero")
 	f.Fuzz(func(t *testing.T, dom, addend uint8, spec string) {
 		domain := e.domains[int(dom)%len(e.domains)]
 		ds := parseSpec(spec)
@@ -187,32 +205,40 @@ func FuzzMatch(f *testing.F) {
 		// What each descriptor matches, by an independent reading of the
 		// rules, and whether the server must refuse the request.
 		matched := make([][]*config.Policy, len(ds))
+		refused := make([]bool, len(ds))
+		unlimitedAt := make([]bool, len(ds))
 		wantErr := ""
 		switch {
 		case len(ds) == 0:
 			wantErr = "must not be empty"
 		case len(ds) > DefaultMaxDescriptors:
-			wantErr = "maximum"
+			for i := range refused {
+				refused[i] = true
+			}
 		}
 		for i, d := range ds {
 			entries := entriesOf(d)
 			m := e.cfg.Match(domain, entries)
 			node := naiveMatch(e.cfg, domain, entries)
 			checkMatch(t, e.cfg, entries, m, node)
-			if wantErr != "" || len(entries) == 0 {
+			if wantErr != "" || refused[i] || len(entries) == 0 {
 				continue
 			}
 			if len(entries) > DefaultMaxEntries {
-				wantErr = "maximum"
+				refused[i] = true
 				continue
 			}
-			key, keyErr := storeKey(d.Entries)
-			checkKey(t, entries, key, keyErr)
+			shared := slices.Clone(entries)
+			e.cfg.MatchShared(domain, shared)
+			checkKey(t, shared, storeKey(shared))
+			for j, n := range sharedNodes(e.cfg, domain, entries) {
+				if n != nil && shared[j].Value != n.Value || n == nil && shared[j] != entries[j] {
+					t.Fatalf("MatchShared(%q) wrote %q", entries, shared)
+				}
+			}
+			unlimitedAt[i] = m.Unlimited
 			if !m.Unlimited && len(m.Limits) > 0 {
 				matched[i] = m.Limits
-				if keyErr != nil {
-					wantErr = "maximum"
-				}
 			}
 		}
 
@@ -229,203 +255,46 @@ func FuzzMatch(f *testing.F) {
 		}
 		checkResponse(t, e.cfg, req, resp)
 		// Each status reports one of its descriptor's limits that no other
-		// matched limit replaces, and has one exactly when there is such a
-		// limit.
+		// matched limit replaces (by its YAML name, which may be empty), and
+		// has one exactly when there is such a limit. A refused descriptor is
+		// OVER_LIMIT without one; an unlimited one OK with 4294967295 left.
 		var all []*config.Policy
 		for _, ps := range matched {
 			all = append(all, ps...)
 		}
 		for i, st := range resp.Statuses {
+			switch {
+			case refused[i]:
+				if st.Code != codeOverLimit || st.CurrentLimit != nil || resp.OverallCode != codeOverLimit {
+					t.Fatalf("status %d of %v: %v, want a refusal", i, req, st)
+				}
+				continue
+			case unlimitedAt[i]:
+				if st.Code != codeOK || st.CurrentLimit != nil || st.LimitRemaining != math.MaxUint32 {
+					t.Fatalf("status %d of %v: %v, want unlimited", i, req, st)
+				}
+				continue
+			}
 			var live []string
 			for _, p := range matched[i] {
 				if !replaced(p, all) {
-					live = append(live, p.Name)
+					live = append(live, p.RuleName)
 				}
 			}
 			name := st.GetCurrentLimit().GetName()
-			if len(live) == 0 && st.CurrentLimit != nil || len(live) > 0 && !slices.Contains(live, name) {
-				t.Fatalf("status %d of %v reports %q, want one of %q", i, req, name, live)
+			if len(live) == 0 && st.CurrentLimit != nil || len(live) > 0 && (st.CurrentLimit == nil || !slices.Contains(live, name)) {
+				t.Fatalf("status %d of %v reports %v, want one of %q", i, req, st.GetCurrentLimit(), live)
 			}
 		}
 	})
 }
 
-// naiveMatch walks the tree as the documentation says, ranking the candidates
-// at each level (an exact value 0, a wildcard 1, the default 2; the first of
-// the best rank wins) and returns the node the entries end at, or nil.
-func naiveMatch(cfg *config.Config, domain string, entries []config.Entry) *config.Descriptor {
-	d := cfg.Domains[domain]
-	if d == nil || len(entries) == 0 {
-		return nil
-	}
-	level := d.Descriptors
-	var at *config.Descriptor
-	for _, e := range entries {
-		at = nil
-		bestRank := 3
-		for _, n := range level {
-			rank := 3
-			switch {
-			case n.Key != e.Key:
-			case n.Value == "":
-				rank = 2
-			case strings.HasSuffix(n.Value, "*"):
-				if strings.HasPrefix(e.Value, strings.TrimSuffix(n.Value, "*")) {
-					rank = 1
-				}
-			case n.Value == e.Value:
-				rank = 0
-			}
-			if rank < bestRank {
-				at, bestRank = n, rank
-			}
-		}
-		if at == nil {
-			return nil
-		}
-		level = at.Children
-	}
-	return at
-}
-
-// checkMatch compares m with the node the rules lead to.
-func checkMatch(t *testing.T, cfg *config.Config, entries []config.Entry, m config.Match, node *config.Descriptor) {
-	t.Helper()
-	want := config.Match{}
-	if node != nil {
-		want = config.Match{Limits: node.Limits, Unlimited: node.Unlimited}
-	}
-	if m.Unlimited != want.Unlimited || !slices.Equal(m.Limits, want.Limits) {
-		t.Fatalf("Match(%q) = %+v, want %+v", entries, m, want)
-	}
-	if m.Unlimited && len(m.Limits) > 0 {
-		t.Fatalf("Match(%q) is unlimited with limits", entries)
-	}
-	for _, p := range m.Limits {
-		if cfg.Policies[p.Name] != p {
-			t.Fatalf("Match(%q) returned %q, not a policy of the configuration", entries, p.Name)
-		}
-	}
-}
-
-// checkKey checks storeKey's answer: an ErrInvalidKey exactly when the
-// escaped values and their separators are over MaxKeyLen, else a key that is
-// not empty and from which the values read back, so that two value lists
-// never share a counter.
-func checkKey(t *testing.T, entries []config.Entry, key string, err error) {
-	t.Helper()
-	size := len(entries) - 1
-	want := make([]string, len(entries))
-	for i, e := range entries {
-		want[i] = e.Value
-		size += len(e.Value) + strings.Count(e.Value, "|") + strings.Count(e.Value, `\`)
-	}
-	if err != nil {
-		if !errors.Is(err, sluice.ErrInvalidKey) || size <= sluice.MaxKeyLen {
-			t.Fatalf("storeKey(%q): %v for a key of %d bytes", entries, err, size)
-		}
-		return
-	}
-	if key == "" || len(key) > sluice.MaxKeyLen {
-		t.Fatalf("storeKey(%q) = %q: %d bytes", entries, key, len(key))
-	}
-	values, ok := decodeKey(key)
-	if !ok || !slices.Equal(values, want) {
-		t.Fatalf("storeKey(%q) = %q, which reads back as %q (%v)", entries, key, values, ok)
-	}
-}
-
-// decodeKey undoes storeKey.
-func decodeKey(key string) ([]string, bool) {
-	if key == emptyKey {
-		return []string{""}, true
-	}
-	var values []string
-	var b strings.Builder
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; c {
-		case '\\':
-			i++
-			if i == len(key) || key[i] != '\\' && key[i] != '|' {
-				return values, false
-			}
-			b.WriteByte(key[i])
-		case '|':
-			values = append(values, b.String())
-			b.Reset()
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return append(values, b.String()), true
-}
-
-// replaced reports whether another of the request's limits replaces p.
-func replaced(p *config.Policy, all []*config.Policy) bool {
-	if p.RuleName == "" {
-		return false
-	}
-	for _, q := range all {
-		if q != p && slices.Contains(q.Replaces, p.RuleName) {
-			return true
-		}
-	}
-	return false
-}
-
-// checkResponse checks what holds for every answered request: one status per
-// descriptor, each OK or OVER_LIMIT, the overall code OVER_LIMIT exactly when
-// some status is, every reported limit a configured policy or an override,
-// and header fields that parse.
-func checkResponse(t *testing.T, cfg *config.Config, req *rlsv3.RateLimitRequest, resp *rlsv3.RateLimitResponse) {
-	t.Helper()
-	if len(resp.GetStatuses()) != len(req.GetDescriptors()) {
-		t.Fatalf("%d statuses for %d descriptors", len(resp.GetStatuses()), len(req.GetDescriptors()))
-	}
-	over := false
-	for i, st := range resp.Statuses {
-		switch st.GetCode() {
-		case codeOK:
-		case codeOverLimit:
-			over = true
-		default:
-			t.Fatalf("status %d: code %v", i, st.GetCode())
-		}
-		if l := st.GetCurrentLimit(); l != nil {
-			if cfg.Policies[l.Name] == nil && l.Name != overridePolicyName {
-				t.Fatalf("status %d reports %q, not a policy", i, l.Name)
-			}
-			if d := st.GetDurationUntilReset(); d == nil || d.AsDuration() < 0 {
-				t.Fatalf("status %d: duration_until_reset %v", i, d)
-			}
-		} else if st.GetCode() != codeOK || st.DurationUntilReset != nil {
-			t.Fatalf("status %d: %v without a limit", i, st)
-		}
-	}
-	if want := map[bool]rlsv3.RateLimitResponse_Code{false: codeOK, true: codeOverLimit}[over]; resp.GetOverallCode() != want {
-		t.Fatalf("overall_code %v, want %v: %v", resp.GetOverallCode(), want, resp)
-	}
-	for _, h := range resp.GetResponseHeadersToAdd() {
-		switch h.GetKey() {
-		case httplimit.HeaderPolicy, httplimit.HeaderRateLimit:
-			if _, err := httpsfv.UnmarshalList([]string{h.GetValue()}); err != nil {
-				t.Fatalf("%s: %q: %v", h.GetKey(), h.GetValue(), err)
-			}
-		case httplimit.HeaderRetryAfter:
-			if !over {
-				t.Fatalf("Retry-After %q on an allowed request", h.GetValue())
-			}
-		default:
-			t.Fatalf("unexpected header %q", h.GetKey())
-		}
-	}
-}
-
-// FuzzRequest: any RateLimitRequest that decodes from the wire, overrides
-// included, is answered by ShouldRateLimit with a well-formed response or
-// refused with InvalidArgument: never a panic, never another code.
+// FuzzRequest: any bytes that decode as a RateLimitRequest (strings that are
+// not UTF-8 included) get a well-formed response, whatever their size; only a
+// request without a domain or descriptors is refused with InvalidArgument:
+// never a panic, never another code.
 func FuzzRequest(f *testing.F) {
-	e := newFuzzEnv(f, WithHeaders(true))
+	e := newFuzzEnv(f, WithHeaders(true), WithLimitHeaders(DefaultLimitHeaderNames))
 	for _, req := range fuzzRequestSeeds() {
 		b, err := proto.Marshal(req)
 		if err != nil {
@@ -434,28 +303,41 @@ func FuzzRequest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		req := &rlsv3.RateLimitRequest{}
-		if err := proto.Unmarshal(data, req); err != nil {
+		req, err := decodeRequest(data)
+		strict := &rlsv3.RateLimitRequest{}
+		if strictErr := proto.Unmarshal(data, strict); strictErr == nil && (err != nil || !proto.Equal(req, strict)) {
+			t.Fatalf("decodeRequest(%q) = %v, %v; the generated code says %v", data, req, err, strict)
+		}
+		// The lenient decoder reads what the generated code reads.
+		known := &rlsv3.RateLimitRequest{}
+		if (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, known) == nil {
+			if lenient, err := decodeLenient(data); err != nil || !proto.Equal(lenient, known) {
+				t.Fatalf("decodeLenient(%q) = %v, %v; the generated code says %v", data, lenient, err, known)
+			}
+		}
+		if err != nil {
 			return
 		}
 		resp, err := e.srv.ShouldRateLimit(context.Background(), req)
 		e.clock.Advance(1500 * time.Millisecond)
-		if err != nil {
-			st, ok := status.FromError(err)
-			if !ok || st.Code() != codes.InvalidArgument || st.Message() == "" {
-				t.Fatalf("ShouldRateLimit(%v): %v, want a response or InvalidArgument", req, err)
+		if req.GetDomain() == "" || len(req.GetDescriptors()) == 0 {
+			if st, ok := status.FromError(err); !ok || st.Code() != codes.InvalidArgument || st.Message() == "" {
+				t.Fatalf("ShouldRateLimit(%v): %v, %v; want InvalidArgument", req, resp, err)
 			}
 			return
 		}
-		if req.GetDomain() == "" || len(req.GetDescriptors()) == 0 || len(req.GetDescriptors()) > DefaultMaxDescriptors {
-			t.Fatalf("ShouldRateLimit(%v) accepted a request over the caps", req)
-		}
-		for i, d := range req.GetDescriptors() {
-			if len(d.GetEntries()) > DefaultMaxEntries {
-				t.Fatalf("ShouldRateLimit(%v) accepted descriptor %d with %d entries", req, i, len(d.GetEntries()))
-			}
+		if err != nil {
+			t.Fatalf("ShouldRateLimit(%v): %v, want a decision", req, err)
 		}
 		checkResponse(t, e.cfg, req, resp)
+		if len(req.GetDescriptors()) > DefaultMaxDescriptors && resp.OverallCode != codeOverLimit {
+			t.Fatalf("ShouldRateLimit(%v) admitted a request over the descriptor cap", req)
+		}
+		for i, d := range req.GetDescriptors() {
+			if len(d.GetEntries()) > DefaultMaxEntries && resp.Statuses[i].Code != codeOverLimit {
+				t.Fatalf("ShouldRateLimit(%v) admitted descriptor %d with %d entries", req, i, len(d.GetEntries()))
+			}
+		}
 	})
 }
 

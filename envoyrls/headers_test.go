@@ -1,6 +1,7 @@
 package envoyrls
 
 import (
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,5 +129,51 @@ func TestHeadersOffByDefault(t *testing.T) {
 		if resp := e.call("api", 0, desc("user", "a")); len(resp.ResponseHeadersToAdd) != 0 {
 			t.Fatalf("headers %v without WithHeaders", resp.ResponseHeadersToAdd)
 		}
+	}
+}
+
+// TestLimitHeaders: envoyproxy/ratelimit's three headers describe the first
+// descriptor with the least remaining (its tests' vectors: limit, remaining,
+// whole seconds to reset), under configurable names, beside the IETF fields
+// or alone; none when no descriptor has a limit.
+func TestLimitHeaders(t *testing.T) {
+	cfg := newConfig(domain("d",
+		node("a", "", limits(pol("a", 10, time.Minute))),
+		node("b", "", limits(pol("b", 3, time.Hour))),
+		node("free", "", nil)))
+	e := newEnv(t, openMemory, cfg, WithLimitHeaders(DefaultLimitHeaderNames))
+	// 15s into the minute and the hour.
+	h := headerMap(t, e.call("d", 0, desc("a", "x"), desc("b", "y")))
+	want := map[string]string{"RateLimit-Limit": "3", "RateLimit-Remaining": "2", "RateLimit-Reset": "3585"}
+	if !maps.Equal(h, want) {
+		t.Fatalf("headers %v, want %v", h, want)
+	}
+	// Ties go to the first; an over-limit descriptor reports 0 remaining.
+	e.call("d", 0, desc("b", "z"), desc("b", "z"))
+	h = headerMap(t, e.call("d", 0, desc("a", "x"), withHits(desc("b", "z"), 2)))
+	want = map[string]string{"RateLimit-Limit": "3", "RateLimit-Remaining": "1", "RateLimit-Reset": "3585"}
+	if !maps.Equal(h, want) {
+		t.Fatalf("headers %v, want %v", h, want)
+	}
+	if resp := e.call("d", 0, desc("free", "x")); len(resp.ResponseHeadersToAdd) != 0 {
+		t.Fatalf("headers %v without a limit", resp.ResponseHeadersToAdd)
+	}
+	// Renamed, one left out, beside the IETF fields.
+	names := LimitHeaderNames{Limit: "X-RateLimit-Limit", Reset: "X-RateLimit-Reset"}
+	both := newEnv(t, openMemory, cfg, WithHeaders(true), WithLimitHeaders(names))
+	h = headerMap(t, both.call("d", 0, desc("a", "x")))
+	if h["X-RateLimit-Limit"] != "10" || h["X-RateLimit-Reset"] != "45" || h["RateLimit-Remaining"] != "" || h["RateLimit"] == "" {
+		t.Fatalf("headers %v", h)
+	}
+}
+
+func TestLimitHeadersFromEnv(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	if names, on := LimitHeadersFromEnv(env(nil)); on || names != DefaultLimitHeaderNames {
+		t.Fatalf("no variables: %v, %v", names, on)
+	}
+	names, on := LimitHeadersFromEnv(env(map[string]string{"LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_REMAINING_HEADER": "X-Left"}))
+	if !on || names != (LimitHeaderNames{Limit: "RateLimit-Limit", Remaining: "X-Left", Reset: "RateLimit-Reset"}) {
+		t.Fatalf("got %v, %v", names, on)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -28,9 +29,10 @@ import (
 
 // Building configurations by hand, independent of config's parser.
 
-// pol returns a fixed-window policy of limit per period; opts adjust it.
+// pol returns a fixed-window policy of limit per period, whose YAML name
+// (reported in current_limit) is its name; opts adjust it.
 func pol(name string, limit int64, period time.Duration, opts ...func(*config.Policy)) *config.Policy {
-	p := &config.Policy{Policy: sluice.Policy{Name: name, Algorithm: sluice.FixedWindow, Limit: limit, Period: period}}
+	p := &config.Policy{Policy: sluice.Policy{Name: name, Algorithm: sluice.FixedWindow, Limit: limit, Period: period}, RuleName: name}
 	for _, o := range opts {
 		o(p)
 	}
@@ -132,7 +134,7 @@ func newEnv(t testing.TB, open opener, cfg *config.Config, opts ...Option) *env 
 	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch.Add(15 * time.Second))
 	svc := service.New(open(t, clock), cfg, service.WithLogger(quiet))
-	e := &env{t: t, clock: clock, svc: svc, srv: New(svc, opts...)}
+	e := &env{t: t, clock: clock, svc: svc, srv: New(svc, append([]Option{WithClock(clock)}, opts...)...)}
 	e.conn = serve(t, e.srv.Register)
 	e.client = rlsv3.NewRateLimitServiceClient(e.conn)
 	return e
@@ -229,6 +231,17 @@ func over(limit string, remaining uint32) want { return want{codeOverLimit, limi
 
 var noLimit = want{code: codeOK}
 
+// unlimitedStatus is an unlimited descriptor's status: OK, no limit, the most
+// a uint32 holds remaining.
+var unlimitedStatus = want{code: codeOK, remaining: math.MaxUint32}
+
+// refusedStatus is the status of a descriptor too large to decide.
+var refusedStatus = want{code: codeOverLimit}
+
+// anonymous stands for a current_limit without a name (want.limit "" is no
+// current_limit at all).
+const anonymous = "(no name)"
+
 func checkStatuses(t testing.TB, resp *rlsv3.RateLimitResponse, overall rlsv3.RateLimitResponse_Code, ws ...want) {
 	t.Helper()
 	var b strings.Builder
@@ -240,6 +253,9 @@ func checkStatuses(t testing.TB, resp *rlsv3.RateLimitResponse, overall rlsv3.Ra
 		got := want{code: st.Code, remaining: st.LimitRemaining}
 		if st.CurrentLimit != nil {
 			got.limit = st.CurrentLimit.Name
+			if got.limit == "" {
+				got.limit = anonymous
+			}
 		}
 		if got != w {
 			fmt.Fprintf(&b, "status %d: %v, want %v\n", i, got, w)
@@ -247,8 +263,8 @@ func checkStatuses(t testing.TB, resp *rlsv3.RateLimitResponse, overall rlsv3.Ra
 		if w.limit == "" && (st.CurrentLimit != nil || st.DurationUntilReset != nil) {
 			fmt.Fprintf(&b, "status %d: %v, want no limit\n", i, st)
 		}
-		if w.limit != "" && st.DurationUntilReset == nil {
-			fmt.Fprintf(&b, "status %d: no duration_until_reset\n", i)
+		if w.limit != "" && st.DurationUntilReset.AsDuration() <= 0 {
+			fmt.Fprintf(&b, "status %d: duration_until_reset %v, want > 0\n", i, st.DurationUntilReset)
 		}
 	}
 	if b.Len() > 0 {

@@ -1,15 +1,19 @@
 package envoyrls
 
 import (
-	"fmt"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 )
 
 // Store keys.
+//
+// share_threshold: the values of entries whose node shares its threshold
+// are replaced by the node's glob before the key is made (see
+// config.MatchShared), so every value the glob matches has one counter.
 //
 // A limit's state is identified by (policy name, key). The policy fixes the
 // path through the domain tree, hence the entry keys, but not the values: a
@@ -22,29 +26,35 @@ import (
 // A single empty value would make an empty key, which stores refuse; it is
 // written as a lone backslash, which escaping never produces (an escaped
 // value's backslashes always come in pairs or before a '|').
+//
+// A key longer than sluice.MaxKeyLen (a long header value, or a hostile one)
+// is not refused, which an Envoy failing open would let through, but
+// replaced by `\#` and the hex SHA-256 of the whole key. Escaping never
+// produces `\#` either, so a hashed key is distinct from every plain one,
+// and two long keys share a counter only if SHA-256 collides.
 
 // emptyKey is the key of the value list [""].
 const emptyKey = `\`
 
+// hashedPrefix starts a hashed key.
+const hashedPrefix = `\#`
+
 // storeKey returns the store key of a descriptor's entries (at least one). It
 // allocates at most once: not at all for the common single value that needs
 // no escaping, which is used as is.
-func storeKey(entries []*ratelimitv3.RateLimitDescriptor_Entry) (string, error) {
+func storeKey(entries []config.Entry) string {
 	if len(entries) == 1 {
-		v := entries[0].GetValue()
+		v := entries[0].Value
 		switch {
 		case v == "":
-			return emptyKey, nil
+			return emptyKey
 		case len(v) <= sluice.MaxKeyLen && !strings.ContainsAny(v, `|\`):
-			return v, nil
+			return v
 		}
 	}
 	n := len(entries) - 1
 	for _, e := range entries {
-		n += escapedLen(e.GetValue())
-	}
-	if n > sluice.MaxKeyLen {
-		return "", keyTooLong(n)
+		n += escapedLen(e.Value)
 	}
 	var b strings.Builder
 	b.Grow(n)
@@ -52,15 +62,18 @@ func storeKey(entries []*ratelimitv3.RateLimitDescriptor_Entry) (string, error) 
 		if i > 0 {
 			b.WriteByte('|')
 		}
-		writeEscaped(&b, e.GetValue())
+		writeEscaped(&b, e.Value)
 	}
-	return b.String(), nil
+	return hashIfLong(b.String())
 }
 
-// keyTooLong says how long a key is, never what it holds: keys are request
-// data, and the message goes back to the client and possibly into logs.
-func keyTooLong(n int) error {
-	return fmt.Errorf("the store key would be %d bytes, longer than the maximum %d (%w)", n, sluice.MaxKeyLen, sluice.ErrInvalidKey)
+// hashIfLong returns key, or its hashed form when it is too long to store.
+func hashIfLong(key string) string {
+	if len(key) <= sluice.MaxKeyLen {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hashedPrefix + hex.EncodeToString(sum[:])
 }
 
 // escapedLen is the length of v once escaped.
@@ -69,14 +82,15 @@ func escapedLen(v string) int {
 }
 
 func writeEscaped(b *strings.Builder, v string) {
-	if !strings.ContainsAny(v, `|\`) {
-		b.WriteString(v)
-		return
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c == '|' || c == '\\' {
-			b.WriteByte('\\')
+	for {
+		i := strings.IndexAny(v, `|\`)
+		if i < 0 {
+			b.WriteString(v)
+			return
 		}
+		b.WriteString(v[:i])
+		b.WriteByte('\\')
 		b.WriteByte(v[i])
+		v = v[i+1:]
 	}
 }

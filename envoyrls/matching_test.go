@@ -45,7 +45,7 @@ func TestMatching(t *testing.T) {
 		{"longer than the tree", "d", desc("a", "1", "b", "x", "c", "other"), ""},
 		{"no such value", "d", desc("a", "2", "b", "x"), ""},
 		{"unknown key", "d", desc("zzz", "1"), ""},
-		{"unlimited", "d", desc("free", "x"), ""},
+		{"unlimited", "d", desc("free", "x"), "unlimited"},
 		{"exact beats unlimited default", "d", desc("free", "but_not_this"), "unfree"},
 		{"no entries", "d", desc(), ""},
 		{"other domain", "other", desc("k", "exact"), "other_default"},
@@ -54,9 +54,12 @@ func TestMatching(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			resp := e.call(c.domain, 0, c.d)
-			if c.limit == "" {
+			switch c.limit {
+			case "":
 				checkStatuses(t, resp, codeOK, noLimit)
-			} else {
+			case "unlimited":
+				checkStatuses(t, resp, codeOK, unlimitedStatus)
+			default:
 				checkStatuses(t, resp, codeOK, ok(c.limit, 9))
 			}
 		})
@@ -85,7 +88,7 @@ func TestKeysDoNotCollide(t *testing.T) {
 func TestMatchingMixed(t *testing.T) {
 	e := newEnv(t, openMemory, matchingConfig())
 	resp := e.call("d", 0, desc("free", "x"), desc("k", "exact"), desc("zzz", "1"), desc("a", "1", "b", "y"))
-	checkStatuses(t, resp, codeOK, noLimit, ok("exact", 9), noLimit, ok("nested", 9))
+	checkStatuses(t, resp, codeOK, unlimitedStatus, ok("exact", 9), noLimit, ok("nested", 9))
 }
 
 // TestConfigReload: a reload applies from the next request; counters of a

@@ -7,8 +7,6 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -50,19 +48,22 @@ const day = 24 * time.Hour
 // product cannot overflow.
 const maxOverridePeriod = time.Duration(1<<52) * time.Microsecond
 
-// addOverride records descriptor i's limit override as the limit it gets.
-func (sc *scratch) addOverride(i int, domain string, d *ratelimitv3.RateLimitDescriptor, cost int64) error {
+// addOverride records descriptor i's limit override as the limit it gets. It
+// reports false for an override no policy can express (no unit, or a period
+// too long): the caller refuses the descriptor, since an error would let it
+// through an Envoy that fails open.
+func (sc *scratch) addOverride(i int, domain string, d *ratelimitv3.RateLimitDescriptor, cost int64) bool {
 	o := d.GetLimit()
 	unit, ok := overrideUnits[o.GetUnit()]
 	if !ok {
-		return status.Errorf(codes.InvalidArgument, "descriptor %d: limit override has unit %v, want SECOND, MINUTE, HOUR, DAY, MONTH or YEAR", i, o.GetUnit())
+		return false
 	}
 	mult := uint64(1)
 	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
 		mult = uint64(m.GetValue())
 	}
 	if mult > uint64(maxOverridePeriod/unit) {
-		return status.Errorf(codes.InvalidArgument, "descriptor %d: limit override period of %d × %v is too long", i, mult, o.GetUnit())
+		return false
 	}
 	p := &config.Policy{Policy: sluice.Policy{
 		Name:      overridePolicyName,
@@ -70,26 +71,21 @@ func (sc *scratch) addOverride(i int, domain string, d *ratelimitv3.RateLimitDes
 		Limit:     int64(o.GetRequestsPerUnit()),
 		Period:    time.Duration(mult) * unit,
 	}}
-	key, err := overrideKey(p, domain, d.GetEntries())
-	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
-	}
-	ref := limitRef{policy: p, key: key, cost: cost, desc: int32(i)}
+	ref := limitRef{policy: p, key: overrideKey(p, domain, d.GetEntries()), cost: cost, desc: int32(i)}
 	if p.Limit == 0 {
 		// envoyproxy/ratelimit denies everything under a limit of 0. No
 		// policy can say that, so it is not decided: any cost is over it.
 		ref.kind = kindZeroLimit
-		sc.blocked = sc.blocked || cost > 0
-	} else if err := p.Validate(); err != nil {
-		return status.Errorf(codes.InvalidArgument, "descriptor %d: limit override: %v", i, err)
+	} else if p.Validate() != nil {
+		return false
 	}
 	sc.limits = append(sc.limits, ref)
-	return nil
+	return true
 }
 
 // overrideKey is "LIMIT/PERIOD_µs|domain|key1|value1|...", each field after
-// the rate escaped as in storeKey.
-func overrideKey(p *config.Policy, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) (string, error) {
+// the rate escaped as in storeKey, and hashed as there when too long.
+func overrideKey(p *config.Policy, domain string, entries []*ratelimitv3.RateLimitDescriptor_Entry) string {
 	var num [48]byte
 	rate := strconv.AppendInt(num[:0], p.Limit, 10)
 	rate = append(rate, '/')
@@ -97,9 +93,6 @@ func overrideKey(p *config.Policy, domain string, entries []*ratelimitv3.RateLim
 	n := len(rate) + 1 + escapedLen(domain)
 	for _, e := range entries {
 		n += 2 + escapedLen(e.GetKey()) + escapedLen(e.GetValue())
-	}
-	if n > sluice.MaxKeyLen {
-		return "", keyTooLong(n)
 	}
 	var b strings.Builder
 	b.Grow(n)
@@ -112,5 +105,5 @@ func overrideKey(p *config.Policy, domain string, entries []*ratelimitv3.RateLim
 		b.WriteByte('|')
 		writeEscaped(&b, e.GetValue())
 	}
-	return b.String(), nil
+	return hashIfLong(b.String())
 }

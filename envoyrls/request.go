@@ -6,8 +6,6 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -26,7 +24,9 @@ type limitKind uint8
 const (
 	kindLive      limitKind = iota // decided as checks[check]
 	kindReplaced                   // dropped by another limit's replaces: neither decided nor reported
-	kindZeroLimit                  // a limit override of 0 requests: nothing passes, nothing to decide
+	kindZeroLimit                  // a limit of 0 requests: nothing passes, nothing to decide
+	kindRefused                    // a descriptor too large or malformed to decide: denied (policy is nil)
+	kindUnlimited                  // the descriptor matched an unlimited node (policy is nil)
 )
 
 // limitRef is one limit a descriptor matched.
@@ -41,8 +41,9 @@ type limitRef struct {
 
 // Flags of a check.
 const (
-	flagOverCapacity uint8 = 1 << iota // enforced, and its cost is above the policy's capacity
-	flagExhausted                      // enforced, and it is why the request is denied
+	flagOverCapacity   uint8 = 1 << iota // enforced, and its cost is above the policy's capacity
+	flagExhausted                        // enforced, and it is why the request is denied
+	flagQuotaExhausted                   // quota mode, and it cannot admit its cost
 )
 
 // scratch is one request's working memory, pooled so that the common request
@@ -57,6 +58,9 @@ type scratch struct {
 	best    []int32 // per descriptor: the index in limits of the limit it reports, or -1
 	quotas  []httplimit.Quota
 	blocked bool // some enforced limit can never admit its cost: deny without deciding
+	// quotaDenied: the enforced limits admitted the request, but every
+	// quota-mode limit is exhausted.
+	quotaDenied bool
 }
 
 var scratchPool = sync.Pool{New: func() any {
@@ -89,26 +93,31 @@ func putScratch(sc *scratch) {
 	clear(sc.quotas)
 	sc.entries, sc.limits, sc.checks, sc.quotas = sc.entries[:0], sc.limits[:0], sc.checks[:0], sc.quotas[:0]
 	sc.costs, sc.flags, sc.results, sc.best = sc.costs[:0], sc.flags[:0], sc.results[:0], sc.best[:0]
-	sc.blocked = false
+	sc.blocked, sc.quotaDenied = false, false
 	scratchPool.Put(sc)
 }
 
 // collect matches every descriptor of req against cfg and records the limits
 // that apply, with their store keys and costs.
-func (s *Server) collect(sc *scratch, cfg *config.Config, req *rlsv3.RateLimitRequest) error {
+func (s *Server) collect(sc *scratch, cfg *config.Config, req *rlsv3.RateLimitRequest) {
 	domain := req.GetDomain()
 	reqHits := req.GetHitsAddend()
+	// As envoyproxy/ratelimit: a domain with no configuration has no limits,
+	// not even the overrides Envoy sends.
+	configured := cfg.Domains[domain] != nil
 	for i, d := range req.GetDescriptors() {
 		entries := d.GetEntries()
 		if len(entries) > s.maxEntries {
-			return status.Errorf(codes.InvalidArgument, "descriptor %d: %d entries, more than the maximum %d", i, len(entries), s.maxEntries)
+			// Too large to decide, and an error would be let through.
+			sc.refuse(i)
+			continue
 		}
 		cost := hits(reqHits, d)
-		if s.overrides && d.GetLimit() != nil {
+		if s.overrides && configured && d.GetLimit() != nil {
 			// As envoyproxy/ratelimit: an override replaces whatever the
 			// configuration would have matched.
-			if err := sc.addOverride(i, domain, d, cost); err != nil {
-				return err
+			if !sc.addOverride(i, domain, d, cost) {
+				sc.refuse(i)
 			}
 			continue
 		}
@@ -119,25 +128,30 @@ func (s *Server) collect(sc *scratch, cfg *config.Config, req *rlsv3.RateLimitRe
 		for _, e := range entries {
 			sc.entries = append(sc.entries, config.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
-		m := cfg.Match(domain, sc.entries)
-		if m.Unlimited || len(m.Limits) == 0 {
+		m := cfg.MatchShared(domain, sc.entries)
+		if m.Unlimited {
+			sc.limits = append(sc.limits, limitRef{desc: int32(i), kind: kindUnlimited})
 			continue
 		}
-		key, err := storeKey(entries)
-		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+		if len(m.Limits) == 0 {
+			continue
 		}
+		key := storeKey(sc.entries)
 		for _, p := range m.Limits {
 			ref := limitRef{policy: p, key: key, cost: cost, desc: int32(i)}
 			if p.DeniesAll() {
 				// requests_per_unit: 0 bans the value: nothing to decide.
 				ref.kind = kindZeroLimit
-				sc.blocked = sc.blocked || (cost > 0 && !p.Shadow)
 			}
 			sc.limits = append(sc.limits, ref)
 		}
 	}
-	return nil
+}
+
+// refuse records that descriptor i cannot be decided: it is OVER_LIMIT, and
+// so is the request.
+func (sc *scratch) refuse(i int) {
+	sc.limits = append(sc.limits, limitRef{desc: int32(i), kind: kindRefused})
 }
 
 // hits is a descriptor's cost. The request's hits_addend is a proto3 scalar,
@@ -166,7 +180,15 @@ func (sc *scratch) plan() {
 	sc.applyReplaces()
 	for i := range sc.limits {
 		l := &sc.limits[i]
-		if l.kind != kindLive {
+		switch l.kind {
+		case kindRefused:
+			sc.blocked = true
+			continue
+		case kindZeroLimit:
+			// Once replaces has had its say: a replaced ban bans nothing.
+			sc.blocked = sc.blocked || (l.cost > 0 && !l.policy.Shadow)
+			continue
+		case kindReplaced, kindUnlimited:
 			continue
 		}
 		j := sc.find(l.policy.Name, l.key)
@@ -190,8 +212,12 @@ func (sc *scratch) plan() {
 		}
 		if c.Policy.Shadow {
 			// A shadow limit never denies, even one that never could admit
-			// this cost: it is only looked at.
+			// this cost: it is only looked at. A quota-mode one is
+			// exhausted.
 			c.Cost = 0
+			if c.Policy.QuotaMode {
+				sc.flags[i] = flagOverCapacity
+			}
 			continue
 		}
 		// Waiting would not help: the request is denied, and Envoy must not
@@ -218,7 +244,7 @@ func (sc *scratch) find(policy, key string) int {
 func (sc *scratch) applyReplaces() {
 	replacing := false
 	for i := range sc.limits {
-		if len(sc.limits[i].policy.Replaces) > 0 {
+		if p := sc.limits[i].policy; p != nil && len(p.Replaces) > 0 {
 			replacing = true
 			break
 		}
@@ -228,11 +254,11 @@ func (sc *scratch) applyReplaces() {
 	}
 	for i := range sc.limits {
 		l := &sc.limits[i]
-		if l.policy.RuleName == "" {
+		if l.policy == nil || l.policy.RuleName == "" {
 			continue
 		}
 		for j := range sc.limits {
-			if p := sc.limits[j].policy; p != l.policy && slices.Contains(p.Replaces, l.policy.RuleName) {
+			if p := sc.limits[j].policy; p != nil && p != l.policy && slices.Contains(p.Replaces, l.policy.RuleName) {
 				l.kind = kindReplaced
 				break
 			}

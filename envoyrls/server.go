@@ -34,9 +34,11 @@ const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 // for concurrent use.
 type Server struct {
 	svc            *service.Service
+	clock          sluice.Clock
 	health         *health.Server
 	log            *slog.Logger
 	headers        bool
+	limitHeaders   LimitHeaderNames
 	overrides      bool
 	maxDescriptors int
 	maxEntries     int
@@ -55,11 +57,13 @@ type Option func(*Server)
 func WithHeaders(on bool) Option { return func(s *Server) { s.headers = on } }
 
 // WithMaxDescriptors caps the descriptors of one request (n ≥ 1, default
-// DefaultMaxDescriptors); a request with more is InvalidArgument.
+// DefaultMaxDescriptors); a request with more is OVER_LIMIT, every
+// descriptor undecided.
 func WithMaxDescriptors(n int) Option { return func(s *Server) { s.maxDescriptors = max(1, n) } }
 
 // WithMaxEntries caps the entries of one descriptor (n ≥ 1, default
-// DefaultMaxEntries); a descriptor with more is InvalidArgument.
+// DefaultMaxEntries); a descriptor with more is OVER_LIMIT, undecided, and
+// so is its request.
 func WithMaxEntries(n int) Option { return func(s *Server) { s.maxEntries = max(1, n) } }
 
 // WithLimitOverrides says whether a descriptor's limit override (Envoy's
@@ -69,11 +73,17 @@ func WithMaxEntries(n int) Option { return func(s *Server) { s.maxEntries = max(
 // limits then apply as if no override had been sent.
 func WithLimitOverrides(on bool) Option { return func(s *Server) { s.overrides = on } }
 
+// WithClock sets the clock that times the current window for
+// duration_until_reset (default sluice.SystemClock); the store's decisions
+// use the store's own clock.
+func WithClock(c sluice.Clock) Option { return func(s *Server) { s.clock = c } }
+
 // New returns a Server deciding with svc. Its health service reports SERVING
 // until Shutdown.
 func New(svc *service.Service, opts ...Option) *Server {
 	s := &Server{
 		svc:            svc,
+		clock:          sluice.SystemClock(),
 		health:         health.NewServer(),
 		log:            svc.Logger(),
 		overrides:      true,
@@ -91,7 +101,7 @@ func New(svc *service.Service, opts ...Option) *Server {
 // Register registers the rate limit service and the standard gRPC health
 // service (grpc.health.v1.Health) on g, usually a *grpc.Server.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
-	rlsv3.RegisterRateLimitServiceServer(g, s)
+	g.RegisterService(&serviceDesc, s) // rlsv3's, with a lenient decoder: see decode.go
 	healthpb.RegisterHealthServer(g, s.health)
 }
 
@@ -114,18 +124,18 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
 	if n > s.maxDescriptors {
-		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, more than the maximum %d", n, s.maxDescriptors)
+		return refuseAll(n), nil
 	}
 	sc := getScratch()
 	defer putScratch(sc)
 	// One configuration for the whole request: a reload in the middle of it
 	// must not match some descriptors against the old tree and some against
 	// the new one.
-	cfg := s.svc.Config()
-	if err := s.collect(sc, cfg, req); err != nil {
-		return nil, err
-	}
+	s.collect(sc, s.svc.Config(), req)
 	sc.plan()
+	if !sc.blocked && s.quotaGone(ctx, sc) {
+		sc.blocked = true // denied, and nothing charged
+	}
 	allowed, err := s.decide(ctx, sc)
 	if errors.Is(err, failover.ErrUnavailable) && ctx.Err() == nil {
 		// store.on_error: closed. Answering an error would hand the choice to
@@ -137,7 +147,28 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if err != nil {
 		return nil, s.decideError(ctx, sc, req.GetDomain(), err)
 	}
-	return s.respond(sc, n, allowed), nil
+	quota, noQuotaLeft := sc.applyQuota(allowed)
+	sc.quotaDenied = allowed && noQuotaLeft
+	resp := s.respond(sc, n, allowed && !noQuotaLeft)
+	if quota {
+		resp.DynamicMetadata = sc.quotaMetadata()
+	}
+	return resp, nil
+}
+
+// refused is the status of a descriptor that could not be decided.
+var refused = &rlsv3.RateLimitResponse_DescriptorStatus{Code: codeOverLimit}
+
+// refuseAll answers a request of n descriptors, too many to decide: denied,
+// since an error would be let through by an Envoy failing open. Every status
+// is the one shared message, so the answer costs 8 bytes per descriptor
+// however many a hostile request holds.
+func refuseAll(n int) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{OverallCode: codeOverLimit, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	for i := range resp.Statuses {
+		resp.Statuses[i] = refused
+	}
+	return resp
 }
 
 // decide runs the request's checks. Normally that is one svc.Decide; when a

@@ -53,7 +53,6 @@ func TestInvalidArgument(t *testing.T) {
 	e := newEnv(t, openMemory, newConfig(domain("d",
 		node("k", "", limits(pol("p", 10, time.Minute))))),
 		WithMaxDescriptors(3), WithMaxEntries(2))
-	secret := strings.Repeat("s", sluice.MaxKeyLen+1)
 	cases := []struct {
 		name string
 		req  *rlsv3.RateLimitRequest
@@ -61,10 +60,6 @@ func TestInvalidArgument(t *testing.T) {
 	}{
 		{"empty domain", &rlsv3.RateLimitRequest{Descriptors: descs(desc("k", "v"))}, "domain"},
 		{"no descriptors", &rlsv3.RateLimitRequest{Domain: "d"}, "descriptor list must not be empty"},
-		{"too many descriptors", &rlsv3.RateLimitRequest{Domain: "d", Descriptors: descs(desc("k", "1"), desc("k", "2"), desc("k", "3"), desc("k", "4"))}, "maximum 3"},
-		{"too many entries", &rlsv3.RateLimitRequest{Domain: "d", Descriptors: descs(desc("k", "1", "a", "b", "c", "d"))}, "maximum 2"},
-		{"key too long", &rlsv3.RateLimitRequest{Domain: "d", Descriptors: descs(desc("k", "ok"), desc("k", secret))}, "descriptor 1"},
-		{"override without a unit", &rlsv3.RateLimitRequest{Domain: "d", Descriptors: descs(withOverride(desc("k", "v"), 5, typev3.RateLimitUnit_UNKNOWN, 0))}, "unit"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,13 +67,8 @@ func TestInvalidArgument(t *testing.T) {
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.msg) {
 				t.Fatalf("got %v, want InvalidArgument mentioning %q", err, c.msg)
 			}
-			if strings.Contains(err.Error(), "sss") {
-				t.Fatalf("the error echoes the key: %v", err)
-			}
 		})
 	}
-	// Only matched keys are checked: a long value nothing matches is fine.
-	checkStatuses(t, e.call("d", 0, desc("other", secret)), codeOK, noLimit)
 }
 
 func descs(ds ...*ratelimitv3.RateLimitDescriptor) []*ratelimitv3.RateLimitDescriptor { return ds }
@@ -118,19 +108,22 @@ func TestLimitOverride(t *testing.T) {
 	}
 	// The override replaces the configured limit.
 	resp := e.call("d", 0, o("a"))
-	checkStatuses(t, resp, codeOK, ok(overridePolicyName, 1))
+	checkStatuses(t, resp, codeOK, ok(anonymous, 1))
 	if l := resp.Statuses[0].CurrentLimit; l.Unit != rlsv3.RateLimitResponse_RateLimit_SECOND || l.RequestsPerUnit != 2 {
 		t.Fatalf("current_limit %v, want 2 per SECOND", l)
 	}
-	checkStatuses(t, e.call("d", 0, o("a")), codeOK, ok(overridePolicyName, 0))
-	checkStatuses(t, e.call("d", 0, o("a"), desc("k", "a")), codeOverLimit, over(overridePolicyName, 0), ok("configured", 100))
+	checkStatuses(t, e.call("d", 0, o("a")), codeOK, ok(anonymous, 0))
+	checkStatuses(t, e.call("d", 0, o("a"), desc("k", "a")), codeOverLimit, over(anonymous, 0), ok("configured", 100))
 	// Another value, another counter; the configured limit is untouched.
-	checkStatuses(t, e.call("d", 0, o("b")), codeOK, ok(overridePolicyName, 1))
+	checkStatuses(t, e.call("d", 0, o("b")), codeOK, ok(anonymous, 1))
 	checkStatuses(t, e.call("d", 0, desc("k", "a")), codeOK, ok("configured", 99))
 	// Another rate on the same descriptor, another counter.
-	checkStatuses(t, e.call("d", 0, withOverride(desc("k", "a"), 3, typev3.RateLimitUnit_SECOND, 0)), codeOK, ok(overridePolicyName, 2))
-	// Overrides apply without any configuration, in any domain.
-	checkStatuses(t, e.call("elsewhere", 0, o("a")), codeOK, ok(overridePolicyName, 1))
+	checkStatuses(t, e.call("d", 0, withOverride(desc("k", "a"), 3, typev3.RateLimitUnit_SECOND, 0)), codeOK, ok(anonymous, 2))
+	// As envoyproxy/ratelimit: a domain without configuration has no
+	// limits, overrides included.
+	for range 3 {
+		checkStatuses(t, e.call("elsewhere", 0, o("a")), codeOK, noLimit)
+	}
 	// The multiplier: 2 per 10 seconds, reported as 12 per MINUTE.
 	resp = e.call("d", 0, withOverride(desc("k", "m"), 2, typev3.RateLimitUnit_SECOND, 10))
 	if l := resp.Statuses[0].CurrentLimit; l.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE || l.RequestsPerUnit != 12 {
@@ -138,8 +131,8 @@ func TestLimitOverride(t *testing.T) {
 	}
 	// A limit of 0 denies everything, and consumes nothing elsewhere.
 	zero := withOverride(desc("k", "z"), 0, typev3.RateLimitUnit_MINUTE, 0)
-	checkStatuses(t, e.call("d", 0, zero, desc("k", "c")), codeOverLimit, over(overridePolicyName, 0), ok("configured", 100))
-	checkStatuses(t, e.call("d", 0, withHits(zero, 0)), codeOK, ok(overridePolicyName, 0))
+	checkStatuses(t, e.call("d", 0, zero, desc("k", "c")), codeOverLimit, over(anonymous, 0), ok("configured", 100))
+	checkStatuses(t, e.call("d", 0, withHits(zero, 0)), codeOK, ok(anonymous, 0))
 }
 
 func TestLimitOverridesOff(t *testing.T) {

@@ -33,6 +33,7 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 		resp.OverallCode = codeOverLimit
 		retry = sc.markExhausted()
 	}
+	now := s.clock.Now()
 	resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	blocks := make([]statusBlock, n)
 	sc.best = sc.best[:0]
@@ -49,11 +50,14 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 		}
 		sc.best = append(sc.best, int32(best))
 		if best >= 0 {
-			sc.fill(b, &sc.limits[best])
+			sc.fill(b, &sc.limits[best], now)
 		}
 	}
 	if s.headers {
 		resp.ResponseHeadersToAdd = sc.headers(allowed, retry)
+	}
+	if s.limitHeaders.on() {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, s.limitHeaders.headers(resp)...)
 	}
 	return resp
 }
@@ -67,9 +71,16 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 // denies by definition.
 func (sc *scratch) markExhausted() time.Duration {
 	var retry time.Duration
-	found := false
+	found, quota := false, false
 	for i := range sc.checks {
-		if sc.checks[i].Policy.Shadow {
+		if sc.flags[i]&flagQuotaExhausted != 0 {
+			// No quota left: it comes back when they do.
+			quota = true
+			retry = max(retry, sc.results[i].RetryAfter)
+		}
+		if sc.checks[i].Policy.Shadow || sc.quotaDenied {
+			// Denied for want of quota, the enforced limits admitted the
+			// request (and were charged): none of them is exhausted.
 			continue
 		}
 		retry = max(retry, sc.results[i].RetryAfter)
@@ -78,7 +89,7 @@ func (sc *scratch) markExhausted() time.Duration {
 			found = true
 		}
 	}
-	if !found && !sc.blocked {
+	if !found && !quota && !sc.blocked {
 		// A store whose Remaining disagrees with its denial: better to name
 		// every charged limit than none, since the request is OVER_LIMIT.
 		for i := range sc.checks {
@@ -93,14 +104,19 @@ func (sc *scratch) markExhausted() time.Duration {
 // rank orders a descriptor's limits for reporting: one that denies the
 // request first, then enforced ones, then shadow ones.
 func (sc *scratch) rank(l *limitRef) (rank int, remaining int64) {
-	if l.kind == kindZeroLimit {
-		if l.cost > 0 {
+	switch l.kind {
+	case kindRefused:
+		return 0, 0
+	case kindUnlimited:
+		return 3, math.MaxInt64
+	case kindZeroLimit:
+		if l.cost > 0 && (!l.policy.Shadow || l.policy.QuotaMode) {
 			return 0, 0
 		}
 		return 1, 0
 	}
 	switch {
-	case sc.flags[l.check]&flagExhausted != 0:
+	case sc.flags[l.check]&(flagExhausted|flagQuotaExhausted) != 0:
 		rank = 0
 	case !l.policy.Shadow:
 		rank = 1
@@ -123,27 +139,62 @@ func (sc *scratch) moreRestrictive(a, b int) bool {
 
 // fill writes the status of a descriptor that reports limit l. A shadow limit
 // is never OVER_LIMIT: it is not enforced.
-func (sc *scratch) fill(b *statusBlock, l *limitRef) {
+func (sc *scratch) fill(b *statusBlock, l *limitRef, now time.Time) {
 	var res sluice.Result
 	over := false
-	if l.kind == kindZeroLimit {
-		over = l.cost > 0 && !l.policy.Shadow
-	} else {
+	switch l.kind {
+	case kindRefused:
+		// Nothing was decided, so there is no limit to report.
+		b.status.Code = codeOverLimit
+		return
+	case kindUnlimited:
+		// As envoyproxy/ratelimit: OK, no limit, the most a uint32 holds.
+		b.status.LimitRemaining = math.MaxUint32
+		return
+	case kindZeroLimit:
+		over = l.cost > 0 && (!l.policy.Shadow || l.policy.QuotaMode)
+	default:
 		res = sc.results[l.check]
-		over = sc.flags[l.check]&flagExhausted != 0
+		over = sc.flags[l.check]&(flagExhausted|flagQuotaExhausted) != 0
 	}
 	if over {
 		b.status.Code = codeOverLimit
 	}
 	unit, rpu := rateOf(l.policy)
-	b.limit.Name = l.policy.Name
+	// The YAML name, as envoyproxy/ratelimit sends it (Envoy appends it to
+	// X-RateLimit-Limit); empty when the limit has none.
+	b.limit.Name = l.policy.RuleName
 	b.limit.Unit = unit
 	b.limit.RequestsPerUnit = rpu
 	b.status.CurrentLimit = &b.limit
 	b.status.LimitRemaining = clampUint32(res.Remaining)
-	b.reset.Seconds = int64(res.ResetAfter / time.Second)
-	b.reset.Nanos = int32(res.ResetAfter % time.Second)
+	reset := untilReset(l.policy, res.ResetAfter, now)
+	b.reset.Seconds = int64(reset / time.Second)
+	b.reset.Nanos = int32(reset % time.Second)
 	b.status.DurationUntilReset = &b.reset
+}
+
+// untilReset is a limited descriptor's duration_until_reset, never 0. A fixed
+// window (envoyproxy/ratelimit's only kind, and a ban's) resets at the end of
+// the current window, aligned to the epoch, whatever the key holds. Other
+// algorithms report when the key's state is back to unused; a key holding
+// nothing (a peek, a fresh key) reports how long one unit takes to come back,
+// which is when the state would reset if a request were charged now.
+func untilReset(p *config.Policy, after time.Duration, now time.Time) time.Duration {
+	if p.Period <= 0 {
+		return max(after, 1)
+	}
+	if p.Algorithm == sluice.FixedWindow || p.DeniesAll() {
+		window := p.Period.Microseconds()
+		if window <= 0 {
+			return max(after, 1)
+		}
+		return time.Duration(window-now.UnixMicro()%window) * time.Microsecond
+	}
+	if after > 0 {
+		return after
+	}
+	return max(p.Period/time.Duration(max(p.Limit, 1)), 1)
 }
 
 // units are the response's time units, shortest first, with the lengths

@@ -2,10 +2,10 @@ package envoyrls
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -99,10 +99,10 @@ func TestRateOf(t *testing.T) {
 }
 
 func TestStoreKey(t *testing.T) {
-	entries := func(values ...string) []*ratelimitv3.RateLimitDescriptor_Entry {
-		var es []*ratelimitv3.RateLimitDescriptor_Entry
+	entries := func(values ...string) []config.Entry {
+		var es []config.Entry
 		for _, v := range values {
-			es = append(es, &ratelimitv3.RateLimitDescriptor_Entry{Key: "k", Value: v})
+			es = append(es, config.Entry{Key: "k", Value: v})
 		}
 		return es
 	}
@@ -121,9 +121,9 @@ func TestStoreKey(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {
-		got, err := storeKey(entries(c.values...))
-		if err != nil || got != c.key {
-			t.Errorf("storeKey(%q) = %q, %v; want %q", c.values, got, err, c.key)
+		got := storeKey(entries(c.values...))
+		if got != c.key {
+			t.Errorf("storeKey(%q) = %q; want %q", c.values, got, c.key)
 		}
 		if seen[got] {
 			t.Errorf("storeKey(%q) = %q collides", c.values, got)
@@ -131,25 +131,36 @@ func TestStoreKey(t *testing.T) {
 		seen[got] = true
 	}
 	long := string(make([]byte, sluice.MaxKeyLen))
-	if _, err := storeKey(entries(long)); err != nil {
-		t.Errorf("a key of MaxKeyLen bytes: %v", err)
+	if got := storeKey(entries(long)); got != long {
+		t.Errorf("a key of MaxKeyLen bytes is not kept as is")
 	}
-	for _, vs := range [][]string{{long + "x"}, {long, ""}, {long[1:] + "|"}} {
-		if _, err := storeKey(entries(vs...)); err == nil {
-			t.Errorf("a key over MaxKeyLen (%d values) was accepted", len(vs))
+	// Longer keys are hashed: each distinct from the others, from every
+	// plain key, and the same every time.
+	for _, vs := range [][]string{{long + "x"}, {long + "y"}, {long, ""}, {long, "", ""}, {"", long}, {long[1:] + "|"}, {long[1:] + `\`}} {
+		got := storeKey(entries(vs...))
+		if len(got) > sluice.MaxKeyLen || !strings.HasPrefix(got, hashedPrefix) || storeKey(entries(vs...)) != got {
+			t.Errorf("a key over MaxKeyLen (%d values): %q", len(vs), got)
 		}
+		if seen[got] {
+			t.Errorf("storeKey of %d long values collides", len(vs))
+		}
+		seen[got] = true
+	}
+	// A value that spells a hashed key is escaped, so it stays distinct.
+	if got := storeKey(entries(hashedPrefix + "00")); got == hashedPrefix+"00" {
+		t.Errorf("the plain value %q is its own key, which looks hashed", got)
 	}
 }
 
 // TestStoreKeyAllocs: the common single value costs nothing, and any other
 // key one allocation.
 func TestStoreKeyAllocs(t *testing.T) {
-	one := []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "alice"}}
-	three := []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "a", Value: "x|y"}, {Key: "b", Value: "z"}, {Key: "c", Value: `w\`}}
-	if n := testing.AllocsPerRun(100, func() { _, _ = storeKey(one) }); n != 0 {
+	one := []config.Entry{{Key: "user", Value: "alice"}}
+	three := []config.Entry{{Key: "a", Value: "x|y"}, {Key: "b", Value: "z"}, {Key: "c", Value: `w\`}}
+	if n := testing.AllocsPerRun(100, func() { _ = storeKey(one) }); n != 0 {
 		t.Errorf("single value: %v allocs, want 0", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = storeKey(three) }); n != 1 {
+	if n := testing.AllocsPerRun(100, func() { _ = storeKey(three) }); n != 1 {
 		t.Errorf("three values: %v allocs, want 1", n)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/envoyrls"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ func envLookup(env map[string]string) func(string) (string, bool) {
 // SLUICE_<FLAG>, a flag on the command line wins, and every flag is in the
 // table of docs/service.md.
 func TestServeFlagsFromEnvironment(t *testing.T) {
+	defaultLimitNames, _ := envoyrls.LimitHeadersFromEnv(os.Getenv)
 	env := map[string]string{
 		"SLUICE_CONFIG":              "a.yaml, b.yaml",
 		"SLUICE_STORE":               "redis://127.0.0.1:6379",
@@ -32,6 +34,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_SHUTDOWN_TIMEOUT":    "3s",
 		"SLUICE_GRPC_STREAM_WORKERS": "7",
 		"SLUICE_DRAIN":               "2s",
+		"SLUICE_RLS_LIMIT_HEADERS":   "true",
 
 		"SLUICE_GRPC_MAX_CONNS":           "11",
 		"SLUICE_GRPC_MAX_STREAMS":         "12",
@@ -51,6 +54,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
 		grpcAddr: "", adminTokenFile: "/run/secrets/token", rlsHeaders: true, logFormat: "json",
 		logLevel: "debug", shutdown: 3 * time.Second, streamWorkers: 7, drain: 2 * time.Second,
+		rlsLimitHdrs: true, rlsLimitNames: defaultLimitNames,
 		limits: &connLimits{
 			grpcMaxConns: 11, grpcMaxStreams: 12, grpcHandshake: 13 * time.Second, grpcIdle: 14 * time.Second,
 			grpcMaxAge: 15 * time.Second, grpcMaxAgeGrace: 16 * time.Second, grpcKeepaliveMin: 17 * time.Second,
