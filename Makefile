@@ -42,3 +42,19 @@ fuzz:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## image: the container image (deploy/image/Containerfile) from a locally
+## built static binary, with buildah and no registry; IMAGE names it
+IMAGE   ?= localhost/sluice:dev
+IMAGE_CONTEXT = deploy/image/build
+.PHONY: image image-test
+image:
+	@scripts/ensure-buildah.sh
+	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_CONTEXT)/sluice ./cmd/sluice
+	cp /etc/ssl/certs/ca-certificates.crt examples/sluice.yaml $(IMAGE_CONTEXT)/
+	buildah --storage-driver vfs bud --quiet --isolation chroot -f deploy/image/Containerfile -t $(IMAGE) $(IMAGE_CONTEXT)
+
+## image-test: run the image: sluice version, validate its configuration
+image-test: image
+	scripts/image-test.sh $(IMAGE)
