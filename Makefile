@@ -58,3 +58,16 @@ image:
 ## image-test: run the image: sluice version, validate its configuration
 image-test: image
 	scripts/image-test.sh $(IMAGE)
+
+## deploy-test: the operating kit's tests (deploy/, a module of its own):
+## Kubernetes manifests, Helm chart, dashboard and alerts, against real helm,
+## promtool, redis-server and sluice serve; then the image (buildah)
+HELM_VERSION ?= v3.22.0
+HELM ?= $(CURDIR)/bin/helm
+.PHONY: deploy-test deploy-tools
+deploy-tools: redis
+	@scripts/ensure-promtool.sh
+	@test -x $(HELM) || GOBIN=$(CURDIR)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+deploy-test: deploy-tools
+	cd deploy && $(GO) vet ./... && HELM=$(HELM) $(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) image-test
