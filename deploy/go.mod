@@ -3,6 +3,7 @@ module github.com/sluicehq/sluice/deploy
 go 1.26.0
 
 require (
+	github.com/sluicehq/sluice v0.0.0
 	k8s.io/api v0.37.0
 	k8s.io/apimachinery v0.37.0
 	sigs.k8s.io/yaml v1.6.0
