@@ -58,6 +58,9 @@ func TestManifests(t *testing.T) {
 	if len(o.pdbs) != 1 || len(o.hpas) != 1 || len(o.configMaps) != 1 {
 		t.Errorf("want one PodDisruptionBudget, HorizontalPodAutoscaler and ConfigMap, got %d, %d, %d", len(o.pdbs), len(o.hpas), len(o.configMaps))
 	}
+	if d, _ := o.sluiceDeployment(t); d.Spec.Replicas != nil {
+		t.Error("the Deployment sets replicas, which every kubectl apply would reset under the autoscaler")
+	}
 	configs := checkSluiceObjects(t, &o)
 	validateConfig(t, "configmap.yaml", configs)
 	config := configs[0].text
