@@ -80,6 +80,16 @@ func TestManifests(t *testing.T) {
 // helm runs the helm command: $HELM, else helm on PATH.
 func helm(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := helmRun(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// helmRun runs helm and returns its output and error.
+func helmRun(t *testing.T, args ...string) (string, error) {
+	t.Helper()
 	bin := os.Getenv("HELM")
 	if bin == "" {
 		var err error
@@ -91,10 +101,18 @@ func helm(t *testing.T, args ...string) string {
 		}
 	}
 	out, err := exec.Command(bin, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	return string(out), err
+}
+
+// TestChartRejectsBadValues: the values schema refuses what would render a
+// configuration sluice rejects, or a pod that cannot work.
+func TestChartRejectsBadValues(t *testing.T) {
+	for _, set := range []string{"store.onError=maybe", "store.url=http://redis:6379", "readinessPath=/", "logFormat=xml", "service.httpPort=0"} {
+		out, err := helmRun(t, "template", "rel", chart, "--set", set)
+		if err == nil || !strings.Contains(out, "schema") {
+			t.Errorf("helm template --set %s: want a schema error, got %v\n%s", set, err, out)
+		}
 	}
-	return string(out)
 }
 
 const chart = "helm/sluice"
@@ -128,7 +146,7 @@ func TestChartRenders(t *testing.T) {
 		},
 		{
 			name: "existing secret, Envoy domains",
-			set:  []string{"store.existingSecret=redis-auth", "store.existingSecretKey=password", "service.headless=false"},
+			set:  []string{"store.existingSecret=redis-auth", "store.existingSecretKey=password", "service.headless=false", "readinessPath=/healthz"},
 			hpa:  true, pdb: true, passwordFile: true,
 		},
 	}
@@ -182,6 +200,16 @@ func TestChartRenders(t *testing.T) {
 			}
 			if tc.passwordFile {
 				checkPasswordMount(t, &o)
+			}
+			wantReady := "/readyz"
+			if slices.Contains(tc.set, "readinessPath=/healthz") {
+				wantReady = "/healthz"
+			}
+			if _, c := o.sluiceDeployment(t); c.ReadinessProbe.HTTPGet.Path != wantReady {
+				t.Errorf("readiness probe %s, want %s", c.ReadinessProbe.HTTPGet.Path, wantReady)
+			}
+			if got := len(o.services) == 2; got != !slices.Contains(tc.set, "service.headless=false") {
+				t.Errorf("%d Services: want the headless one unless service.headless=false", len(o.services))
 			}
 			for _, s := range tc.set {
 				if v, ok := strings.CutPrefix(s, "store.onError="); ok && !strings.Contains(config, `on_error: "`+v+`"`) {

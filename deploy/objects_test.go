@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,10 @@ type serviceMonitor struct {
 		} `json:"endpoints"`
 	} `json:"spec"`
 }
+
+// readyzStoreTimeout is how long /readyz may wait for the store (httpapi's
+// readyTimeout).
+const readyzStoreTimeout = 2 * time.Second
 
 var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -201,10 +206,17 @@ func checkSluiceObjects(t *testing.T, o *objects) []configFile {
 	if ports["http"] == 0 || ports["grpc"] == 0 {
 		t.Errorf("container ports %v: want http and grpc", ports)
 	}
-	for name, probe := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name || probe.HTTPGet.Port.String() != "http" {
-			t.Errorf("probe %s: got %+v, want an HTTP GET of %s on the http port", name, probe, name)
+	for _, p := range []struct {
+		probe *corev1.Probe
+		paths []string
+	}{{c.LivenessProbe, []string{"/healthz"}}, {c.ReadinessProbe, []string{"/readyz", "/healthz"}}} {
+		if p.probe == nil || p.probe.HTTPGet == nil || !slices.Contains(p.paths, p.probe.HTTPGet.Path) || p.probe.HTTPGet.Port.String() != "http" {
+			t.Errorf("probe %+v: want an HTTP GET of %v on the http port", p.probe, p.paths)
 		}
+	}
+	if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet.Path == "/readyz" &&
+		time.Duration(c.ReadinessProbe.TimeoutSeconds)*time.Second <= readyzStoreTimeout {
+		t.Errorf("readiness probe timeout %ds: /readyz may take %v probing the store", c.ReadinessProbe.TimeoutSeconds, readyzStoreTimeout)
 	}
 	for flag, port := range map[string]int32{"http-addr": ports["http"], "grpc-addr": ports["grpc"]} {
 		v, ok := flagValue(c.Args, flag)
