@@ -15,9 +15,9 @@ BIN     ?= bin/sluice
 
 .PHONY: test vet lint unit bench redis fmt fuzz build
 
-## test: vet, gofmt and staticcheck, then every test with the race detector
-## (installs redis-server if needed)
-test: redis vet lint unit
+## test: vet, gofmt and staticcheck, every test with the race detector
+## (installs redis-server if needed), then the deployment checks
+test: redis vet lint unit deploy-check
 
 vet:
 	$(GO) vet $(PKGS)
@@ -59,3 +59,50 @@ fuzz:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## image: the container image (deploy/image/Containerfile) from a locally
+## built static binary, with buildah and no registry; IMAGE names it
+IMAGE   ?= localhost/sluice:dev
+IMAGE_CONTEXT = deploy/image/build
+.PHONY: image image-test
+image:
+	@scripts/ensure-buildah.sh
+	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_CONTEXT)/sluice ./cmd/sluice
+	cp /etc/ssl/certs/ca-certificates.crt examples/sluice.yaml $(IMAGE_CONTEXT)/
+	buildah --storage-driver vfs bud --quiet --isolation chroot -f deploy/image/Containerfile -t $(IMAGE) $(IMAGE_CONTEXT)
+
+## image-test: run the image: sluice version, validate its configuration
+image-test: image
+	scripts/image-test.sh $(IMAGE)
+
+## deploy-test: the operating kit's tests (deploy/, a module of its own):
+## Kubernetes manifests, Helm chart, dashboard and alerts, against real helm,
+## promtool, redis-server and sluice serve; then the image (buildah)
+HELM_VERSION ?= v3.22.0
+HELM ?= $(CURDIR)/bin/helm
+.PHONY: deploy-test deploy-tools deploy-helm deploy-unit deploy-check
+deploy-tools: redis deploy-helm
+	@scripts/ensure-promtool.sh
+deploy-helm:
+	@test -x $(HELM) || GOBIN=$(CURDIR)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+deploy-test: deploy-tools
+	@scripts/ensure-buildah.sh
+	$(MAKE) deploy-unit image-test
+deploy-unit:
+	cd deploy && $(GO) vet ./... && HELM=$(HELM) $(GO) test -race -count=1 -timeout 20m ./...
+
+## deploy-check (part of test): deploy-test under CI=true; elsewhere the
+## deploy tests with what is installed (helm is always built; without
+## promtool its tests skip) and the image only if buildah is installed
+deploy-check:
+	@if [ "$$CI" = true ]; then $(MAKE) deploy-test; exit; fi; \
+	  $(MAKE) deploy-helm deploy-unit && \
+	  if command -v buildah >/dev/null 2>&1; then $(MAKE) image-test; \
+	  else echo "deploy-check: buildah is not installed, image-test skipped (make deploy-test installs it)"; fi
+
+## dashboard-png: redraw docs/deploy-dashboard.png from a real run (a minute
+## of sluice bench on Redis, scraped by a real Prometheus; needs prometheus)
+.PHONY: dashboard-png
+dashboard-png: deploy-tools
+	cd deploy && $(GO) test -count=1 -run TestRenderDashboard -timeout 10m . -render $(CURDIR)/docs/deploy-dashboard.png
