@@ -7,10 +7,12 @@
 // requests from the batch without asking the store, until the batch is spent,
 // its TTL d ends, or (fixed_window) its window ends. Unused units are given
 // back when the lease ends or the store is closed. The batch size follows the
-// node's own rate (it doubles while leases run out before their TTL, and
-// falls to what was used when one expires) and what is left globally (at most
-// a quarter of what the last reservation left), so near the limit leases
-// shrink to single units.
+// node's own rate (what one TTL of it uses, measured on the previous lease)
+// and, for a fixed window, what is left globally (at most a quarter of what
+// the last reservation left), so near the limit leases shrink to single
+// units. A bucket node whose reservation comes back short waits locally for
+// the rest to refill (backing off while others take it first), so a
+// saturated node makes one store call per lease, not one per unit.
 //
 // The bound (docs/algorithms.md, "Leases: local decisions with a bound"): a
 // fixed_window lease never outlives its window, so it adds no overshoot; a

@@ -97,7 +97,7 @@ func (s *Store) decideOn(ctx context.Context, l *lease, req sluice.Request, now 
 	if now < l.deniedUntil && req.Cost >= l.deniedCost {
 		return l.denied(now), nil
 	}
-	size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy))
+	size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy), s.ttlOf(req.Policy))
 	s.release(ctx, l, now)
 	s.storeCalls.Add(1)
 	r, err := s.reserver.Reserve(ctx, req, size)
@@ -105,10 +105,10 @@ func (s *Store) decideOn(ctx context.Context, l *lease, req sluice.Request, now 
 		return sluice.Result{}, err
 	}
 	if r.Granted == 0 {
-		l.deny(r, req.Cost, size, now)
+		l.deny(r, req.Cost, max(size, l.size), now, s.ttlOf(req.Policy))
 		return l.denied(now), nil
 	}
-	l.install(r, now, s.ttlOf(req.Policy))
+	l.install(r, size, now, s.ttlOf(req.Policy))
 	l.left -= req.Cost
 	return l.admitted(now), nil
 }

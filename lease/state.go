@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -25,32 +26,32 @@ type lease struct {
 	seenLeft int64 // what the store had left at the last answer (-1: unknown)
 	seenAt   int64 // node clock of that answer
 
-	size   int64 // the rate-driven size of the next reservation
-	sized  bool  // size already adapted to how the current lease went
-	waited bool  // the node waited after a denial for size units to refill
+	size  int64 // the rate-driven size of the next reservation
+	sized bool  // size already adapted to how the current lease went
 
 	denial      sluice.Result // the store's last denial, answered locally until deniedUntil
 	deniedUntil int64
+	short       int // bucket reservations in a row that came back short
 	deniedCost  int64
 }
 
 // nextSize is the size of the reservation to make now for a request of cost:
-// the rate-driven size (doubled when the lease ran out before its end, else
-// what the lease used), at most maxLease, and at most a quarter of what the
-// store has left (so near the limit leases shrink to single units) — but
-// never below cost.
-func (l *lease) nextSize(cost, now, maxLease int64) int64 {
+// one TTL of the node's own rate, measured on the current lease (units it
+// used ÷ how long it lasted); at most maxLease; and for a fixed window at most
+// a quarter of what the store has left (so near the limit leases shrink to
+// single units, and few are stranded until the window ends) — but never
+// below cost. A bucket's lease takes what is left instead, and a partial
+// grant makes the node wait for the rest to refill (see install).
+func (l *lease) nextSize(cost, now, maxLease int64, ttl time.Duration) int64 {
 	if l.res.Granted > 0 && !l.sized {
 		l.sized = true
-		if now < l.expires {
-			l.size *= 2 // spent before its end: the node's rate is higher
-		} else {
-			l.size = l.res.Granted - l.left // what one lease lifetime used
-		}
+		used := float64(l.res.Granted - l.left)
+		lasted := float64(max(1, min(now, l.expires)-l.start))
+		l.size = int64(min(float64(maxLease), math.Ceil(used*float64(ttl.Microseconds())/lasted)))
 	}
 	l.size = min(max(1, l.size), maxLease)
 	size := l.size
-	if left, ok := l.globalLeft(now); ok && !l.waited {
+	if left, ok := l.globalLeft(now); ok && l.policy.Algorithm == sluice.FixedWindow {
 		size = min(size, left/4)
 	}
 	return max(cost, size)
@@ -72,8 +73,12 @@ func (l *lease) globalLeft(now int64) (int64, bool) {
 	return min(l.policy.Capacity(), l.seenLeft+refill), true
 }
 
-// install makes r the current lease, reserved at now (read before the call).
-func (l *lease) install(r sluice.Reservation, now int64, ttl time.Duration) {
+// install makes r the current lease, reserved at now (read before the call)
+// when asked units were asked for.
+func (l *lease) install(r sluice.Reservation, asked, now int64, ttl time.Duration) {
+	if r.Granted >= asked {
+		l.short = 0
+	}
 	l.res, l.left, l.start, l.sized = r, r.Granted, now, false
 	l.expires = now + ttl.Microseconds()
 	l.resetAt = now + r.Result.ResetAfter.Microseconds()
@@ -84,7 +89,25 @@ func (l *lease) install(r sluice.Reservation, now int64, ttl time.Duration) {
 		l.expires = min(l.expires, l.windowEnd)
 	}
 	l.seenLeft, l.seenAt = r.Result.Remaining, now
-	l.deniedUntil, l.waited = 0, false
+	l.deniedUntil = 0
+	if l.policy.Algorithm != sluice.FixedWindow && r.Granted < asked {
+		// The bucket is saturated: once this lease is spent, deny locally
+		// until the rest of the asked lease has refilled, so a saturated node
+		// makes one store call per lease, not one per unit.
+		l.denial = sluice.Result{Limit: l.policy.Limit, ResetAfter: r.Result.ResetAfter}
+		l.deniedCost = 1
+		l.deniedUntil = now + l.backoff((asked-r.Granted)*l.policy.EmissionInterval().Microseconds(), ttl)
+	}
+}
+
+// backoff is how long a bucket's node waits after a reservation that came
+// back short: the refill it asked for, doubled for each short one in a row
+// (others took the refill first), at most a TTL. The bucket keeps the credit
+// meanwhile, and refills by at most d/T ≤ B/20 units (default d) in a TTL, so
+// the waiting loses nothing.
+func (l *lease) backoff(wait int64, ttl time.Duration) int64 {
+	l.short = min(l.short+1, 20)
+	return max(wait, min(ttl.Microseconds(), wait<<(l.short-1)))
 }
 
 // deny remembers the store's denial of cost at now, asking for size units.
@@ -92,14 +115,13 @@ func (l *lease) install(r sluice.Reservation, now int64, ttl time.Duration) {
 // once size units have refilled, not one: at saturation a node then makes one
 // store call per lease instead of one per unit, and the bucket, which keeps
 // filling meanwhile (size ≤ B/10 by default), loses nothing.
-func (l *lease) deny(r sluice.Reservation, cost, size, now int64) {
+func (l *lease) deny(r sluice.Reservation, cost, size, now int64, ttl time.Duration) {
 	l.denial, l.deniedCost = r.Result, cost
 	wait := r.Result.RetryAfter.Microseconds()
 	if l.policy.Algorithm != sluice.FixedWindow {
-		wait += max(0, size-cost) * l.policy.EmissionInterval().Microseconds()
+		wait = l.backoff(wait+max(0, size-cost)*l.policy.EmissionInterval().Microseconds(), ttl)
 	}
 	l.deniedUntil = now + wait
-	l.waited = true
 	l.resetAt = now + r.Result.ResetAfter.Microseconds()
 	l.seenLeft, l.seenAt = r.Result.Remaining, now
 	if l.policy.Algorithm == sluice.FixedWindow {
