@@ -118,3 +118,43 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("admitted %d, held %d, left in the store %d: want L=%d in all", got, held, peek.Remaining, p.Limit)
 	}
 }
+
+// TestBucketBoundIsReached: the bucket bound is not only an upper limit but
+// what a lease can really add. Node A reserves from a full bucket and spends
+// its lease just before the TTL ends, when the bucket has refilled what A
+// took; B empties the bucket at the same instant. The instant sees more than B units — more than the policy
+// alone admits — but no more than the bound.
+func TestBucketBoundIsReached(t *testing.T) {
+	ctx := context.Background()
+	p := sluice.Policy{Name: "tb", Algorithm: sluice.TokenBucket, Limit: 100, Period: time.Second}
+	clock := storetest.NewClock(storetest.Epoch)
+	remote := newMemory(clock)
+	a := lease.New(remote, lease.WithClock(clock), lease.WithMaxLease(5)) // what refills within d
+	b := lease.New(remote, lease.WithClock(clock))
+	req := sluice.Request{Policy: &p, Key: "k", Cost: 1}
+	drain := func(s *lease.Store) (n int64) {
+		for {
+			res, err := s.Decide(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Allowed {
+				return n
+			}
+			n++
+		}
+	}
+	a.Decide(ctx, req)
+	a.Decide(ctx, req) // A's rate looks high: it leases its maximum
+	held := a.Held(&p, "k")
+	clock.Advance(a.TTL(&p) - time.Microsecond)
+	burst := drain(a) + drain(b) // all at one instant
+	if got := a.Held(&p, "k"); got != 0 {
+		t.Fatalf("A still holds %d", got)
+	}
+	ratio := float64(burst) / float64(p.Capacity())
+	t.Logf("A held %d; one instant admitted %d, %.3f of B (bound %.3f)", held, burst, ratio, a.Bound(&p))
+	if ratio <= 1 || ratio > a.Bound(&p) {
+		t.Errorf("one instant admitted %d = %.3f × B, want above 1 and at most the bound %.3f", burst, ratio, a.Bound(&p))
+	}
+}
