@@ -99,6 +99,7 @@ func (s *Store) decideOn(ctx context.Context, l *lease, req sluice.Request, now 
 	}
 	size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy), s.ttlOf(req.Policy))
 	s.release(ctx, l, now)
+	l.policy = *req.Policy // a reloaded policy (same name and algorithm) applies from here
 	s.storeCalls.Add(1)
 	r, err := s.reserver.Reserve(ctx, req, size)
 	if err != nil {
