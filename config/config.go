@@ -87,6 +87,21 @@ type Store struct {
 	PasswordFile string
 	// TLS configures rediss:// connections; nil uses the system's roots.
 	TLS *TLS
+	// Lease, when set, makes each node decide locally from quota leased
+	// from Redis (package lease), for every policy; nil decides every
+	// request on Redis.
+	Lease *Lease
+}
+
+// Lease is the store.lease section; zero fields take package lease's
+// defaults.
+type Lease struct {
+	// TTL is the lease lifetime d; 0 means a twentieth of each policy's
+	// span (an overshoot bound of 1.05 for the buckets).
+	TTL time.Duration
+	// MaxLease caps the units one reservation takes; 0 means a tenth of
+	// each policy's capacity.
+	MaxLease int64
 }
 
 // Fail policies: what the service does with a decision Redis cannot make.

@@ -15,6 +15,7 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		y("policies:", "  - {name: a, algorithm: gcra, limit: 10, period: 1m, burst: 5, shadow: true}"),
 		y("store: {url: 'redis://h:6379', timeout: 10ms}"),
+		y("store: {url: 'redis://h:6379', lease: {ttl: 20ms, max_lease: 5}}"),
 		y("domain: d", "descriptors:", "  - key: k", "    value: 'v*'", "    rate_limit: {unit: second, requests_per_unit: 1}"),
 		y("domain: d", "descriptors:", "  - key: k", "    rate_limits:", "      - {algorithm: token_bucket, period: 90s, requests_per_unit: 3, burst: 9}",
 			"      - {unit: day, requests_per_unit: 100, name: daily, replaces: [{name: x}]}",

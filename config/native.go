@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -44,7 +45,7 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 // store reads the store section. The URL is checked only for its scheme:
 // opening it is the server's job, and a half-parsed URL is no better.
 func (p *fileParser) store(n *yaml.Node) *Store {
-	f, ok := p.mapping(n, "store", "url", "timeout", "timeout_min", "timeout_max", "on_error", "nodes", "breaker", "max_keys", "password_file", "tls")
+	f, ok := p.mapping(n, "store", "url", "timeout", "timeout_min", "timeout_max", "on_error", "nodes", "breaker", "max_keys", "password_file", "tls", "lease")
 	if !ok {
 		return nil
 	}
@@ -80,6 +81,14 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 	}
 	if v, set := p.str(f, "password_file"); set {
 		s.PasswordFile = p.relative(v)
+	}
+	if n := f.get("lease"); n != nil {
+		if l, ok := p.mapping(n, "store.lease", "ttl", "max_lease"); ok {
+			s.Lease = &Lease{TTL: p.nonNegativeDuration(l, "ttl"), MaxLease: int64(p.count(l, "max_lease", 1<<40))}
+			if scheme, _, _ := strings.Cut(s.URL, "://"); scheme == "" || scheme == "memory" {
+				p.errorf(n, "store.lease", "leases share a Redis store between nodes; with the memory store every decision is local already: remove store.lease or set a redis:// url")
+			}
+		}
 	}
 	if n := f.get("tls"); n != nil {
 		if t, ok := p.mapping(n, "store.tls", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"); ok {

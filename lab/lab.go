@@ -33,10 +33,11 @@ const (
 	Race       = "race"
 	Skew       = "skew"
 	Accuracy   = "accuracy"
+	Hybrid     = "hybrid"
 )
 
 // Scenarios lists every scenario Run accepts.
-var Scenarios = []string{Boundary, Nodes, StaleCache, Race, Skew, Accuracy}
+var Scenarios = []string{Boundary, Nodes, StaleCache, Race, Skew, Accuracy, Hybrid}
 
 // Options configures a run. Zero fields take the defaults documented on each.
 type Options struct {
@@ -117,6 +118,15 @@ type Row struct {
 	// requests the store denied that an exact limiter would have admitted
 	// given the same admitted history.
 	DecisionWronglyDeniedPct *float64 `json:"decision_wrongly_denied_pct,omitempty"`
+	// ProvenBound (hybrid, leases only) is the overshoot the leases are
+	// proven never to exceed (lease.Store.Bound).
+	ProvenBound *float64 `json:"proven_bound,omitempty"`
+	// StoreCallsPerDecision (hybrid only) is the shared store's calls per
+	// request decided.
+	StoreCallsPerDecision *float64 `json:"store_calls_per_decision,omitempty"`
+	// Utilization (hybrid only) is admitted ÷ the most the policy admits over
+	// the run, with demand at twice the limit.
+	Utilization *float64 `json:"utilization,omitempty"`
 	// Naive marks the variants that show what not to do.
 	Naive bool `json:"-"`
 	// Sync is the stale-cache sync interval of a naive row, for the plot.
@@ -205,6 +215,7 @@ func Run(ctx context.Context, scenario string, o Options) (*Report, error) {
 		Race:       runRace,
 		Skew:       runSkew,
 		Accuracy:   runAccuracy,
+		Hybrid:     runHybrid,
 	}[scenario]
 	if !ok {
 		return nil, fmt.Errorf("lab: unknown scenario %q (want one of %v)", scenario, Scenarios)

@@ -86,6 +86,9 @@ func (r *Report) plotBars(p *plot.Plot) error {
 	names := make([]string, len(r.Rows))
 	for i, row := range r.Rows {
 		names[i] = strings.Replace(row.Variant, ": ", ":\n", 1)
+		if r.Scenario == Hybrid { // long names: one line per part
+			names[i] = strings.ReplaceAll(names[i], ", ", "\n")
+		}
 		v := make(plotter.Values, len(r.Rows))
 		v[i] = row.Overshoot
 		bars, err := plotter.NewBarChart(v, vg.Points(40))

@@ -21,6 +21,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // span the numbers were measured over and one sentence saying what they show.
 func (r *Report) WriteTable(w io.Writer) error {
 	accuracy := len(r.Rows) > 0 && r.Rows[0].WronglyAllowedPct != nil
+	hybrid := len(r.Rows) > 0 && r.Rows[0].StoreCallsPerDecision != nil
 	if _, err := fmt.Fprintf(w, "%s (store %s)\n\n", r.Scenario, r.Store); err != nil {
 		return err
 	}
@@ -28,6 +29,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	head := fmt.Sprintf("%-*s", longestVariant(r), "variant") + "\tnodes\tsent\tadmitted\tmax_in_span\tbound\tovershoot\t"
 	if accuracy {
 		head += "wrongly_allowed\twrongly_denied\tdecision_wrongly_allowed\tdecision_wrongly_denied\t"
+	}
+	if hybrid {
+		head += "proven_bound\tstore_calls_per_decision\tutilization\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, row := range r.Rows {
@@ -37,6 +41,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if accuracy {
 			line += fmt.Sprintf("%.4f%%\t%.4f%%\t%.4f%%\t%.4f%%\t", *row.WronglyAllowedPct, *row.WronglyDeniedPct,
 				*row.DecisionWronglyAllowedPct, *row.DecisionWronglyDeniedPct)
+		}
+		if hybrid {
+			bound := "-"
+			if row.ProvenBound != nil {
+				bound = fmt.Sprintf("%.3f", *row.ProvenBound)
+			}
+			line += fmt.Sprintf("%s\t%.4f\t%.3f\t", bound, *row.StoreCallsPerDecision, *row.Utilization)
 		}
 		fmt.Fprintln(tw, line)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -30,7 +31,9 @@ import (
 // A Redis store is opened lazily — the service starts while Redis is down and
 // connects when it can — and wrapped in a failover.Store applying cfg's fail
 // policy (local unless set), timeout (adaptive unless set) and circuit
-// breaker; breaker transitions are logged on log (nil: slog.Default()). close releases the store's connections.
+// breaker; with cfg.Lease, in a lease.Store inside that (close gives the
+// unused quota back). Breaker transitions are logged on log (nil:
+// slog.Default()). close releases the store's connections.
 func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close func(), err error) {
 	if log == nil {
 		log = slog.Default()
@@ -47,7 +50,15 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		return nil, nil, fmt.Errorf("store %s: %w", RedactURL(cfg.URL), redact(err, cfg.URL))
 	}
 	mode := rc.mode
-	fs := failover.New(rs,
+	var shared sluice.Store = rs
+	release := func() {}
+	if cfg.Lease != nil {
+		// Leases sit inside the fail policy: a node spends its lease while
+		// Redis is down, and failover takes over once it needs a new one.
+		ls := lease.New(rs, lease.WithTTL(cfg.Lease.TTL), lease.WithMaxLease(cfg.Lease.MaxLease))
+		shared, release = ls, func() { ls.Close(context.Background()) }
+	}
+	fs := failover.New(shared,
 		failover.WithMode(mode),
 		failover.WithTimeout(cfg.Timeout),
 		failover.WithAdaptiveTimeout(cfg.TimeoutMin, cfg.TimeoutMax),
@@ -67,7 +78,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 			}
 			log.Log(context.Background(), level, "store circuit breaker", "from", from.String(), "to", to.String(), "on_error", mode.String())
 		}))
-	return fs, rs.Close, nil
+	return fs, func() { release(); rs.Close() }, nil
 }
 
 // CheckStore reports, without connecting, everything OpenStore would refuse

@@ -20,6 +20,7 @@ and run Sluice through the same traffic. SCENARIO is one of:
   race         nodes doing GET, compare, SET versus Sluice's atomic decision
   skew         windows from each node's skewed clock (--skew) versus one time source
   accuracy     sliding_window against the exact sliding_log on a bursty trace
+  hybrid       quota leases versus local counters synced every interval versus exact
 
 Each row reports max_in_span, the most admitted in the worst span the policy
 bounds, and overshoot = max_in_span / bound: above 1 the limit was broken.

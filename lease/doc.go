@@ -1,0 +1,38 @@
+// Package lease decides locally from quota leased from a shared store, with a
+// bound on the overshoot that is written down and exposed (Store.Bound).
+//
+// A lease.Store wraps a remote sluice.Store (memory or Redis) that implements
+// sluice.Reserver. On a key's first request a node reserves a batch of units
+// in one store call — as many as asked, or what is left — and admits later
+// requests from the batch without asking the store, until the batch is spent,
+// its TTL d ends, or (fixed_window) its window ends. Unused units are given
+// back when the lease ends or the store is closed. The batch size follows the
+// node's own rate (what one TTL of it uses, measured on the previous lease)
+// and, for a fixed window, what is left globally (at most a quarter of what
+// the last reservation left), so near the limit leases shrink to single
+// units. A bucket node whose reservation comes back short waits locally for
+// the rest to refill (backing off while others take it first), so a
+// saturated node makes one store call per lease, not one per unit.
+//
+// The bound (docs/algorithms.md, "Leases: local decisions with a bound"): a
+// fixed_window lease never outlives its window, so it adds no overshoot; a
+// token_bucket or gcra lease spent up to d after its reservation lets at most
+// d/T more units pass in any interval, a ratio of 1 + d/(B·T) to the policy's
+// own guarantee. The default d is B·T/20 (P/20 when B = L): a bound of 1.05.
+// sliding_window, sliding_log and leaky_bucket are not leased: every request
+// goes to the remote store, and their bound is 1.
+//
+// Results of leased decisions are coarser than the contract's exact ones:
+// Remaining is the node's unspent lease plus what the store had left at the
+// last reservation (refilled by elapsed time for the buckets), and a denial
+// the node remembers (RetryAfter) does not see units other nodes give back
+// in the meantime — it can only deny longer, never admit more.
+//
+// Multi-request batches (DecideAll) go to the remote store, which counts the
+// leased units as consumed, so all-or-nothing holds exactly.
+//
+// When the remote store fails, a node keeps spending its current lease and
+// returns the store's error once it needs a new one (a fail policy such as
+// package failover's takes over from there). A node that dies without Close
+// strands at most its leases: under-admission, never over-admission.
+package lease

@@ -1,0 +1,116 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+var prefixes atomic.Int64
+
+// openRedis returns a Redis store on srv reading the test's clock, under a
+// key prefix of its own.
+func openRedis(t *testing.T, srv *redistest.Server, clock sluice.Clock, timeout time.Duration) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.Open(srv.URL(), redisstore.WithClock(clock), redisstore.WithTimeout(timeout),
+		redisstore.WithPrefix(fmt.Sprintf("lease%d:", prefixes.Add(1))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestRedis runs the multi-node traces and the failure cases on a real
+// redis-server.
+func TestRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Run("MultiNode", func(t *testing.T) {
+		runMultiNode(t, func(t *testing.T, clock sluice.Clock) sluice.Store { return openRedis(t, srv, clock, 5*time.Second) })
+	})
+	t.Run("StorePaused", func(t *testing.T) { testStorePaused(t, srv) })
+	t.Run("StoreDown", func(t *testing.T) { testStoreDown(t, srv) })
+}
+
+// testStorePaused: while Redis is stopped (SIGSTOP) the node spends its
+// lease, then times out; once Redis resumes it leases again, and the units
+// it admitted in all never exceed the fixed window's limit.
+func testStorePaused(t *testing.T, srv *redistest.Server) {
+	ctx := context.Background()
+	p := sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 1000, Period: time.Hour}
+	clock := storetest.NewClock(storetest.Epoch)
+	s := lease.New(openRedis(t, srv, clock, time.Second), lease.WithClock(clock))
+	req := sluice.Request{Policy: &p, Key: "k", Cost: 1}
+	admitted := int64(0)
+	for range 20 {
+		if res, err := s.Decide(ctx, req); err != nil || !res.Allowed {
+			t.Fatalf("before the pause: %+v %v", res, err)
+		}
+		admitted++
+	}
+	held := s.Held(&p, "k")
+	srv.Pause()
+	for range held {
+		if res, err := s.Decide(ctx, req); err != nil || !res.Allowed {
+			t.Fatalf("spending the lease while Redis is stopped: %+v %v", res, err)
+		}
+		admitted++
+	}
+	_, err := s.Decide(ctx, req)
+	srv.Resume()
+	if err == nil {
+		t.Fatal("the lease is spent and Redis is stopped, yet no error")
+	}
+	for {
+		res, err := s.Decide(ctx, req)
+		if err != nil {
+			t.Fatalf("after the resume: %v", err)
+		}
+		if !res.Allowed {
+			break
+		}
+		admitted++
+	}
+	// The request that timed out may or may not have reached Redis: at most
+	// its reservation is stranded.
+	if admitted > p.Limit || admitted < p.Limit-s.MaxLease(&p) {
+		t.Errorf("admitted %d in one window, want between L − one lease (%d) and L = %d", admitted, p.Limit-s.MaxLease(&p), p.Limit)
+	}
+}
+
+// testStoreDown: when Redis dies, the node spends what its lease holds, then
+// returns the store's error (for a fail policy to take over).
+func testStoreDown(t *testing.T, srv *redistest.Server) {
+	ctx := context.Background()
+	p := sluice.Policy{Name: "tb", Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	clock := storetest.NewClock(storetest.Epoch)
+	s := lease.New(openRedis(t, srv, clock, 2*time.Second), lease.WithClock(clock))
+	req := sluice.Request{Policy: &p, Key: "k", Cost: 1}
+	for range 20 {
+		if res, err := s.Decide(ctx, req); err != nil || !res.Allowed {
+			t.Fatalf("before the failure: %+v %v", res, err)
+		}
+	}
+	held := s.Held(&p, "k")
+	if held == 0 {
+		t.Fatal("no lease held")
+	}
+	srv.Kill()
+	defer srv.Restart()
+	for i := range held {
+		if res, err := s.Decide(ctx, req); err != nil || !res.Allowed {
+			t.Fatalf("request %d of the %d leased: %+v %v", i, held, res, err)
+		}
+	}
+	if _, err := s.Decide(ctx, req); err == nil {
+		t.Fatal("the lease is spent and Redis is down, yet no error")
+	}
+}

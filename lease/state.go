@@ -1,0 +1,151 @@
+package lease
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// lease is one (policy, key)'s quota on this node. Its fields are guarded by mu.
+type lease struct {
+	mu      sync.Mutex
+	id      leaseID
+	policy  sluice.Policy
+	key     string
+	retired bool // removed from the store's map: callers take a new one
+
+	res       sluice.Reservation // the current reservation
+	left      int64              // its unspent units
+	start     int64              // node clock (µs) read before the reservation
+	expires   int64              // the lease ends (TTL, or its window's end)
+	windowEnd int64              // fixed_window: end of the window holding the units
+	resetAt   int64              // when the store's state resets, as last seen
+
+	seenLeft int64 // what the store had left at the last answer (-1: unknown)
+	seenAt   int64 // node clock of that answer
+
+	size  int64 // the rate-driven size of the next reservation
+	sized bool  // size already adapted to how the current lease went
+
+	denial      sluice.Result // the store's last denial, answered locally until deniedUntil
+	deniedUntil int64
+	short       int // bucket reservations in a row that came back short
+	deniedCost  int64
+}
+
+// nextSize is the size of the reservation to make now for a request of cost:
+// one TTL of the node's own rate, measured on the current lease (units it
+// used ÷ how long it lasted); at most maxLease; and for a fixed window at most
+// a quarter of what the store has left (so near the limit leases shrink to
+// single units, and few are stranded until the window ends) — but never
+// below cost. A bucket's lease takes what is left instead, and a partial
+// grant makes the node wait for the rest to refill (see install).
+func (l *lease) nextSize(cost, now, maxLease int64, ttl time.Duration) int64 {
+	if l.res.Granted > 0 && !l.sized {
+		l.sized = true
+		used := float64(l.res.Granted - l.left)
+		lasted := float64(max(1, min(now, l.expires)-l.start))
+		l.size = int64(min(float64(maxLease), math.Ceil(used*float64(ttl.Microseconds())/lasted)))
+	}
+	l.size = min(max(1, l.size), maxLease)
+	size := l.size
+	if left, ok := l.globalLeft(now); ok && l.policy.Algorithm == sluice.FixedWindow {
+		size = min(size, left/4)
+	}
+	return max(cost, size)
+}
+
+// globalLeft estimates what the store has left now from its last answer: the
+// same within a fixed window, refilled by the elapsed time for the buckets.
+func (l *lease) globalLeft(now int64) (int64, bool) {
+	if l.seenAt == 0 {
+		return 0, false
+	}
+	if l.policy.Algorithm == sluice.FixedWindow {
+		if now >= l.windowEnd {
+			return 0, false
+		}
+		return l.seenLeft, true
+	}
+	refill := (now - l.seenAt) / l.policy.EmissionInterval().Microseconds()
+	return min(l.policy.Capacity(), l.seenLeft+refill), true
+}
+
+// install makes r the current lease, reserved at now (read before the call)
+// when asked units were asked for.
+func (l *lease) install(r sluice.Reservation, asked, now int64, ttl time.Duration) {
+	if r.Granted >= asked {
+		l.short = 0
+	}
+	l.res, l.left, l.start, l.sized = r, r.Granted, now, false
+	l.expires = now + ttl.Microseconds()
+	l.resetAt = now + r.Result.ResetAfter.Microseconds()
+	if l.policy.Algorithm == sluice.FixedWindow {
+		// ResetAfter is the window's end counted from the store's instant,
+		// which is no earlier than now: the lease ends no later than its window.
+		l.windowEnd = l.resetAt
+		l.expires = min(l.expires, l.windowEnd)
+	}
+	l.seenLeft, l.seenAt = r.Result.Remaining, now
+	l.deniedUntil = 0
+	if l.policy.Algorithm != sluice.FixedWindow && r.Granted < asked {
+		// The bucket is saturated: once this lease is spent, deny locally
+		// until the rest of the asked lease has refilled, so a saturated node
+		// makes one store call per lease, not one per unit.
+		l.denial = sluice.Result{Limit: l.policy.Limit, ResetAfter: r.Result.ResetAfter}
+		l.deniedCost = 1
+		l.deniedUntil = now + l.backoff((asked-r.Granted)*l.policy.EmissionInterval().Microseconds(), ttl)
+	}
+}
+
+// backoff is how long a bucket's node waits after a reservation that came
+// back short: the refill it asked for, doubled for each short one in a row
+// (others took the refill first), at most a TTL. The bucket keeps the credit
+// meanwhile, and refills by at most d/T ≤ B/20 units (default d) in a TTL, so
+// the waiting loses nothing.
+func (l *lease) backoff(wait int64, ttl time.Duration) int64 {
+	l.short = min(l.short+1, 20)
+	return max(wait, min(ttl.Microseconds(), wait<<(l.short-1)))
+}
+
+// deny remembers the store's denial of cost at now, asking for size units.
+// A fixed window is denied until the next one opens. A bucket is asked again
+// once size units have refilled, not one: at saturation a node then makes one
+// store call per lease instead of one per unit, and the bucket, which keeps
+// filling meanwhile (size ≤ B/10 by default), loses nothing.
+func (l *lease) deny(r sluice.Reservation, cost, size, now int64, ttl time.Duration) {
+	l.denial, l.deniedCost = r.Result, cost
+	wait := r.Result.RetryAfter.Microseconds()
+	if l.policy.Algorithm != sluice.FixedWindow {
+		wait = l.backoff(wait+max(0, size-cost)*l.policy.EmissionInterval().Microseconds(), ttl)
+	}
+	l.deniedUntil = now + wait
+	l.resetAt = now + r.Result.ResetAfter.Microseconds()
+	l.seenLeft, l.seenAt = r.Result.Remaining, now
+	if l.policy.Algorithm == sluice.FixedWindow {
+		l.windowEnd = l.deniedUntil // a fixed window denies until the next one
+	}
+}
+
+// admitted is the Result of a request admitted from the lease.
+func (l *lease) admitted(now int64) sluice.Result {
+	left, _ := l.globalLeft(now)
+	return sluice.Result{
+		Allowed:    true,
+		Limit:      l.policy.Limit,
+		Remaining:  min(l.policy.Capacity(), l.left+left),
+		ResetAfter: micros(max(0, l.resetAt-now)),
+	}
+}
+
+// denied is the remembered denial as seen at now.
+func (l *lease) denied(now int64) sluice.Result {
+	res := l.denial
+	res.RetryAfter = micros(l.deniedUntil - now)
+	res.ResetAfter = micros(max(0, l.resetAt-now))
+	return res
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
