@@ -109,11 +109,13 @@ const realSkewPeriod = 200 * time.Millisecond
 // goroutines each. A naive admission is timed by the local clock when its
 // reply arrives — the true time here, since this machine's clock is the one
 // every node's error is measured from. A Sluice admission is attributed to
-// the server window that admitted it, whose end is the reply time plus the
-// result's ResetAfter rounded to the nearest window edge: timing it by the
-// reply instead would move admissions made at the very end of one window into
-// the next whenever the reply crosses the edge, an artefact of the
-// measurement, not of the limiter.
+// the server window that admitted it: the server decided at an instant s
+// after the request was sent, and its window ends at s + ResetAfter, an edge;
+// that is the first edge at or after send time + ResetAfter whenever Redis
+// runs the script within a period of the send. Timing it by the reply instead
+// would move admissions made at the very end of one window into the next
+// whenever the reply crosses the edge (a slow machine makes that common), an
+// artefact of the measurement, not of the limiter.
 func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
 	o := e.opts
 	o.Period = min(o.Period, realSkewPeriod)
@@ -167,8 +169,13 @@ func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
 			return now(), ok, err
 		}, &naive)
 		go node(func() (int64, bool, error) {
+			sent := now()
 			res, err := st.Decide(ctx, sluice.Request{Policy: p, Key: "k", Cost: 1})
-			end := (now() + res.ResetAfter.Microseconds() + period/2) / period * period
+			// The server decided at some instant s ≥ sent, in the window
+			// ending at s + ResetAfter: the first edge at or after
+			// sent + ResetAfter, as long as Redis ran the script within a
+			// period of the send — however late the reply comes back.
+			end := (sent + res.ResetAfter.Microseconds() + period - 1) / period * period
 			return end - 1, res.Allowed, err
 		}, &atomic)
 	}
