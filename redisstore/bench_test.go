@@ -189,6 +189,10 @@ func (c *captureRunner) RunMulti(context.Context, []redisstore.Call) {}
 
 func (c *captureRunner) Colocated([]string) bool { return true }
 
+func (c *captureRunner) Mode(context.Context) (redisstore.Mode, error) {
+	return redisstore.ModeScripts, nil
+}
+
 // TestPrintGCRAScript writes, for scripts/redis-ceiling.sh, the exact GCRA
 // script a decision of benchPolicy runs, its SHA-1, key and ARGV (one a
 // line) into the directory SLUICE_SCRIPT_DIR; without it the test skips.

@@ -1,8 +1,23 @@
 // Package redisstore is Sluice's Redis store: the state of every (policy, key)
 // lives in Redis or Redis Cluster, shared by every process that uses it, and
-// each decision is one Lua script run atomically by the server — one round
-// trip, EVALSHA with a transparent fall-back to EVAL when the server has lost
-// its script cache (a restart, a fail-over, SCRIPT FLUSH).
+// each decision is one Lua function run atomically by the server — one round
+// trip.
+//
+// # Functions or scripts
+//
+// On Redis 7 and later the store loads its Lua once per server as a function
+// library (FUNCTION LOAD, on every master of a Cluster) and decides with one
+// FCALL, which runs only the decision's own function. Where Functions are
+// unavailable — Redis before 7, or FUNCTION refused by an ACL or a managed
+// service — it runs the same Lua as scripts: EVALSHA, with EVAL when the
+// server has lost its script cache; every call then also re-runs the
+// script's definitions, which costs Redis more CPU per decision. The choice
+// is made by the first call (or Store.Mode, which a service logs at
+// start-up) and kept. A server that loses the library (FUNCTION FLUSH, a
+// restart with no data, a new Cluster master) gets it again on the next call
+// that misses it, which is then retried once. The library's name carries a
+// hash of its code (sluice_<hash>), so versions of Sluice sharing one Redis
+// each run their own; FUNCTION DELETE removes an old one.
 //
 //	store, err := redisstore.Open("redis://localhost:6379")
 //	...

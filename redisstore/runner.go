@@ -8,8 +8,9 @@ import "context"
 // go-redis. Implementations must be safe for concurrent use, and must not
 // keep the slices they are given once a call returns: the Store reuses them.
 type Runner interface {
-	// Run runs s once with keys and args — EVALSHA, then EVAL on NOSCRIPT —
-	// and copies its reply, an array of integers, into reply, which has
+	// Run runs s once with keys and args — FCALL of its function where the
+	// server has Functions (see Functions), else EVALSHA, then EVAL on
+	// NOSCRIPT — and copies its reply, an array of integers, into reply, which has
 	// exactly the reply's length (a reply of another length is an error).
 	Run(ctx context.Context, s *Script, keys, args []string, reply []int64) error
 	// RunMulti runs every call, sending them together (pipelined) rather than
@@ -19,6 +20,9 @@ type Runner interface {
 	// a single Redis; on a Cluster when they hash to one slot (see Slot).
 	// Answering false is always safe, only slower.
 	Colocated(keys []string) bool
+	// Mode reports whether the scripts run as functions or as scripts,
+	// loading the function library first if no call has decided it yet.
+	Mode(ctx context.Context) (Mode, error)
 }
 
 // Call is one script run of Runner.RunMulti.

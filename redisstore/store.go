@@ -91,7 +91,8 @@ func (s *Store) Close() {
 	}
 }
 
-// Decide implements sluice.Store: one EVALSHA of the algorithm's script.
+// Decide implements sluice.Store: one FCALL (or EVALSHA) of the algorithm's
+// script.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -171,6 +172,21 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 		return scriptError(scriptReset, err)
 	}
 	return nil
+}
+
+// Mode reports how the store runs its Lua on the server: ModeFunctions (one
+// FCALL per decision, Redis 7+) or ModeScripts (EVALSHA, where Functions are
+// unavailable), for a service to log at start-up. Before any call has reached
+// Redis it loads the function library to find out, bounded by ctx and the
+// store's timeout; an error means Redis could not be reached.
+func (s *Store) Mode(ctx context.Context) (Mode, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	m, err := s.run.Mode(ctx)
+	if err != nil {
+		return "", fmt.Errorf("redisstore: Mode: %w", err)
+	}
+	return m, nil
 }
 
 // Key returns the Redis key that holds the state of (p, key), e.g. for an

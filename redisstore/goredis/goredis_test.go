@@ -32,6 +32,9 @@ func target(c redis.UniversalClient, forEach func(func(*redis.Client) error) err
 			if err := forEach(func(n *redis.Client) error { return n.ScriptFlush(ctx).Err() }); err != nil {
 				t.Errorf("SCRIPT FLUSH: %v", err)
 			}
+			if err := forEach(func(n *redis.Client) error { return n.FunctionFlush(ctx).Err() }); err != nil {
+				t.Errorf("FUNCTION FLUSH: %v", err)
+			}
 		},
 	}
 }

@@ -1,6 +1,7 @@
--- Sluice: helpers shared by every script. A script is this header, the files
--- of one or all algorithms, and a main (main.lua or batch.lua); scripts.go
--- assembles them.
+-- Sluice: helpers shared by every script. The function library (Redis 7+)
+-- is this header, every algorithm's file, main.lua, batch.lua and reset.lua,
+-- loaded once; a script (EVALSHA, the fall-back) is the same files and one
+-- line calling decide_one, decide_all or reset_key. scripts.go assembles them.
 --
 -- Lua numbers are doubles. Every quantity here is an integer below 2^53
 -- (sluice.Policy.Validate sees to that), so + - * are exact; division goes
@@ -20,7 +21,8 @@ local ALG = {}
 
 -- NOW is the request's instant on the store's clock (client clock or server
 -- TIME), SRV the server's TIME once read (0 before): expiries are set on the
--- server's clock whichever clock decides.
+-- server's clock whichever clock decides. In the function library they
+-- outlive a call, so init sets both on every call.
 local NOW, SRV = 0, 0
 
 local function servertime()
@@ -30,12 +32,9 @@ end
 
 -- init reads the clock: ARGV's now when the client passes one, else TIME.
 local function init(arg)
-  if redis.replicate_commands then
-    redis.replicate_commands() -- Redis < 5: replicate effects, as TIME is used
-  end
   local now = tonumber(arg)
   if now then
-    NOW = now
+    NOW, SRV = now, 0
   else
     NOW = servertime()
     SRV = NOW
