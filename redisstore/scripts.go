@@ -85,7 +85,7 @@ func buildLibrary() lib {
 	code := join(body())
 	sum := sha1.Sum([]byte(code))
 	name := "sluice_" + hex.EncodeToString(sum[:8])
-	src := "#!lua name=" + name + "\n" + code
+	src := "#!lua name=" + name + "\nlocal PXAT = true\n" + code
 	for _, s := range allScripts() {
 		src += "redis.register_function('" + name + "_" + s.code + "', function(keys, argv) return " + s.call("keys", "argv") + " end)\n"
 	}
@@ -143,7 +143,8 @@ func algoFile(a sluice.Algorithm) string {
 // be told to replicate effects, as the scripts read TIME; later versions
 // always do (and have no replicate_commands in functions).
 func newScript(e entry) *Script {
-	parts := append(e.files[:len(e.files):len(e.files)],
+	parts := append([]string{"local PXAT = false"}, e.files...)
+	parts = append(parts,
 		"if redis.replicate_commands then redis.replicate_commands() end",
 		"return "+e.call("KEYS", "ARGV"))
 	src := join(parts)

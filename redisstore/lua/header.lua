@@ -60,26 +60,38 @@ local function int(x)
   return string.format('%d', x)
 end
 
--- keep sets key to expire once its state is initial: at reset_at on the
--- store's clock, which is (reset_at - NOW) µs after the server's now. With
--- server time the two are one instant. With a client clock the later of the
--- two is kept, so a client clock running behind the server's cannot expire
--- state early — early expiry forgets consumption and over-admits — and a
--- test clock set in the future keeps state exactly as long as it says.
--- PEXPIREAT w keeps a key through the whole millisecond w, so
--- w = ceil(t / 1000) - 1 keeps it until t and less than 1ms longer.
-local function keep(key, reset_at)
+-- expiry is the Unix ms for PEXPIREAT or PXAT that keeps a key until its
+-- state is initial: at reset_at on the store's clock, which is (reset_at -
+-- NOW) µs after the server's now. With server time the two are one instant.
+-- With a client clock the later of the two is kept, so a client clock running
+-- behind the server's cannot expire state early — early expiry forgets
+-- consumption and over-admits — and a test clock set in the future keeps
+-- state exactly as long as it says. An expiry at w keeps a key through the
+-- whole millisecond w, so w = ceil(t / 1000) - 1 keeps it until t and less
+-- than 1ms longer.
+local function expiry(reset_at)
   if SRV == 0 then
     SRV = servertime()
   end
   local t = math.max(reset_at, SRV + (reset_at - NOW))
-  redis.call('PEXPIREAT', key, tdiv(t + 999, 1000) - 1)
+  return tdiv(t + 999, 1000) - 1
 end
 
--- put stores a string state with its expiry.
+-- keep sets key to expire once its state is initial.
+local function keep(key, reset_at)
+  redis.call('PEXPIREAT', key, expiry(reset_at))
+end
+
+-- put stores a string state with its expiry: one SET with PXAT (Redis 6.2+)
+-- in the function library, SET and PEXPIREAT in the scripts, which must also
+-- run on older servers. PXAT is set by the line scripts.go puts first.
 local function put(key, value, reset_at)
-  redis.call('SET', key, value)
-  keep(key, reset_at)
+  if PXAT then
+    redis.call('SET', key, value, 'PXAT', expiry(reset_at))
+  else
+    redis.call('SET', key, value)
+    keep(key, reset_at)
+  end
 end
 
 -- get2 and get3 read a string state "a:b" or "a:b:c"; a missing key is the
