@@ -54,14 +54,24 @@
 // close the tag early or collide with another; policy names cannot contain
 // them. ALG names the algorithm, outside the tag: a policy that changes
 // algorithm finds no state and starts fresh, as in the memory store. The
-// state itself is small:
+// state itself is small: a string of a zero byte and one to three
+// little-endian doubles (each an integer, exact below 2^53), read and written
+// by Lua's struct library without any text formatting, or a list for the
+// sliding log:
 //
-//	fixed_window    fw  string "LAST:COUNT"      last admission µs, units in its window
-//	sliding_window  sw  string "LAST:CUR:PREV"   last admission µs, its window's units, the window before's
-//	token_bucket    tb  string "LAST:MISSING"    last refill µs, missing credit µs
-//	gcra            gc  string "TAT"             theoretical arrival time µs
-//	leaky_bucket    lb  string "TAT"             the queue tail's TAT µs
-//	sliding_log     sl  list of "TS:COST:CUM"    one per admission, oldest first
+//	fixed_window    fw  string (LAST, COUNT)      last admission µs, units in its window
+//	sliding_window  sw  string (LAST, CUR, PREV)  last admission µs, its window's units, the window before's
+//	token_bucket    tb  string (LAST, MISSING)    last refill µs, missing credit µs
+//	gcra            gc  string (TAT)              theoretical arrival time µs
+//	leaky_bucket    lb  string (TAT)              the queue tail's TAT µs
+//	sliding_log     sl  list of "TS:COST:CUM"     one per admission, oldest first
+//
+// Earlier versions of Sluice wrote the strings as decimal text ("LAST:COUNT"
+// and so on); such a state is still read, and rewritten packed by the next
+// admission. Those versions cannot read the packed states, so a rolling
+// upgrade that runs both on one Redis makes the old processes fail (their
+// fail policy decides) on keys the new ones have written: upgrade them all
+// at once, or with a new WithPrefix.
 //
 // A sliding-log entry carries CUM, the running total of all costs pushed so
 // far: the sum of any run of entries is a difference of two CUMs, so a
@@ -73,7 +83,8 @@
 //
 // Only an admission writes: denials and peeks change nothing. Each write sets
 // the key to expire when its state is back to initial (ResetAfter after the
-// decision, or later if the clock ran backwards): PEXPIREAT on the server's
+// decision, or later if the clock ran backwards): SET … PXAT (SET and
+// PEXPIREAT in the scripts, which also serve Redis < 6.2) on the server's
 // clock, never earlier — forgetting state early would admit more than the
 // limit — and less than a millisecond later. So idle keys cost nothing. With a
 // client clock the key lives until the later of that instant and its reset

@@ -70,6 +70,7 @@ func TestSingle(t *testing.T) {
 	t.Run("Paths", func(t *testing.T) { testPaths(t, c, false) })
 	t.Run("Open", func(t *testing.T) { testOpen(t, srv.URL()) })
 	t.Run("Mode", func(t *testing.T) { testModeFunctions(t, srv, c) })
+	t.Run("TextState", func(t *testing.T) { testTextState(t, c) })
 }
 
 // TestCluster runs the same on a three-master Redis Cluster, where

@@ -1,6 +1,11 @@
 package redisstore
 
-import "context"
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+)
 
 // Runner runs this package's scripts on a Redis client. The Store builds on
 // it, so a client library needs only a Runner to get the same scripts and
@@ -35,4 +40,18 @@ type Call struct {
 	Reply []int64
 	// Err is set by RunMulti when the run failed.
 	Err error
+}
+
+// DecodeReply copies a reply that the scripts packed into a string — one
+// little-endian double per value, each an integer below 2^53 — into reply,
+// for a Runner. A reply of another length is an error.
+func DecodeReply(packed string, reply []int64) error {
+	if len(packed) != 8*len(reply) {
+		return fmt.Errorf("script replied %d bytes, want %d values", len(packed), len(reply))
+	}
+	for i := range reply {
+		bits := binary.LittleEndian.Uint64([]byte(packed[8*i : 8*i+8]))
+		reply[i] = int64(math.Float64frombits(bits))
+	}
+	return nil
 }

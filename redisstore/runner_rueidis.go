@@ -49,12 +49,19 @@ func (r *rueidisRunner) fcall(s *Script, keys, args []string) rueidis.Completed 
 	return r.c.B().Fcall().Function(s.fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
 }
 
-// load loads the library on every node: on a Cluster each master holds its
-// own functions (replicas get theirs from their master).
+// load loads the library on every node that lacks it: on a Cluster each
+// master holds its own functions (replicas get theirs from their master).
+// Compiling the library costs the server a few milliseconds, so a node that
+// has it (another process loaded it) is only asked.
 func (r *rueidisRunner) load(ctx context.Context) error {
-	_, src := Library()
+	name, src := Library()
 	errs := map[string]error{}
 	for addr, n := range r.c.Nodes() {
+		libs, err := n.Do(ctx, n.B().FunctionList().Libraryname(name).Build()).ToArray()
+		if err == nil && len(libs) > 0 {
+			errs[addr] = nil
+			continue
+		}
 		errs[addr] = n.Do(ctx, n.B().FunctionLoad().Replace().FunctionCode(src).Build()).Error()
 	}
 	return LoadResult(errs)
@@ -144,9 +151,17 @@ func (r *rueidisRunner) Colocated(keys []string) bool {
 	return true
 }
 
-// copyReply copies an integer array reply into reply.
+// copyReply copies an integer array reply, or a packed one, into reply.
 func copyReply(res rueidis.RedisResult, reply []int64) error {
-	arr, err := res.ToArray()
+	msg, err := res.ToMessage()
+	if err != nil {
+		return err
+	}
+	if msg.IsString() {
+		s, _ := msg.ToString()
+		return DecodeReply(s, reply)
+	}
+	arr, err := msg.ToArray()
 	if err != nil {
 		return err
 	}

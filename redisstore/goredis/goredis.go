@@ -79,14 +79,17 @@ func (r *runner) Run(ctx context.Context, s *redisstore.Script, keys, args []str
 	return copyReply(cmd, reply)
 }
 
-// load loads the library on every master (each holds its own functions;
-// replicas get theirs from their master).
+// load loads the library on every master that lacks it (each holds its own
+// functions; replicas get theirs from their master).
 func (r *runner) load(ctx context.Context) error {
-	_, src := redisstore.Library()
+	name, src := redisstore.Library()
 	var mu sync.Mutex
 	errs := map[string]error{}
 	loadOn := func(ctx context.Context, n *redis.Client) error {
-		err := n.FunctionLoadReplace(ctx, src).Err()
+		libs, err := n.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name}).Result()
+		if err != nil || len(libs) == 0 {
+			err = n.FunctionLoadReplace(ctx, src).Err()
+		}
 		mu.Lock()
 		errs[n.String()] = err
 		mu.Unlock()
@@ -201,7 +204,11 @@ func toAny(args []string) []any {
 	return a
 }
 
+// copyReply copies an integer array reply, or a packed one, into reply.
 func copyReply(cmd *redis.Cmd, reply []int64) error {
+	if s, ok := cmd.Val().(string); ok && cmd.Err() == nil {
+		return redisstore.DecodeReply(s, reply)
+	}
 	vals, err := cmd.Int64Slice()
 	if err != nil {
 		return err

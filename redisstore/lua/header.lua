@@ -4,9 +4,12 @@
 -- line calling decide_one, decide_all or reset_key. scripts.go assembles them.
 --
 -- Lua numbers are doubles. Every quantity here is an integer below 2^53
--- (sluice.Policy.Validate sees to that), so + - * are exact; division goes
--- through tdiv, and numbers are written with string.format('%d') because
--- tostring would print only 14 significant digits.
+-- (sluice.Policy.Validate sees to that), so + - * are exact and division goes
+-- through tdiv. States and replies are little-endian doubles packed with
+-- struct (exact for those integers): no number is formatted or parsed as
+-- text on the way, which would cost more than the decision itself. (The
+-- function library cannot bind struct's functions to locals: its load-time
+-- environment has no struct.)
 
 -- ALG maps an algorithm's code (the key suffix) to {decide, commit, refund}:
 --   decide(key, P, L, C, T, n, now) returns, without writing anything:
@@ -94,22 +97,53 @@ local function put(key, value, reset_at)
   end
 end
 
--- get2 and get3 read a string state "a:b" or "a:b:c"; a missing key is the
--- initial state, all zeros.
+-- A state of one, two or three integers is stored as a zero byte and that
+-- many doubles (struct '<xd', '<xdd', '<xddd'); enc1 to enc3 write it, get1
+-- to get3 read it, a missing key being the initial state, all zeros. A state
+-- that does not start with a zero byte is the decimal text ("a", "a:b",
+-- "a:b:c") of an earlier version of Sluice, still read.
+local function enc1(a)
+  return struct.pack('<xd', a)
+end
+
+local function enc2(a, b)
+  return struct.pack('<xdd', a, b)
+end
+
+local function enc3(a, b, c)
+  return struct.pack('<xddd', a, b, c)
+end
+
+local function get1(key)
+  local v = redis.call('GET', key)
+  if not v then
+    return 0
+  elseif string.byte(v) ~= 0 then
+    return tonumber(v)
+  end
+  return (struct.unpack('<xd', v))
+end
+
 local function get2(key)
   local v = redis.call('GET', key)
   if not v then
     return 0, 0
+  elseif string.byte(v) ~= 0 then
+    local a, b = string.match(v, '^(-?%d+):(-?%d+)$')
+    return tonumber(a), tonumber(b)
   end
-  local a, b = string.match(v, '^(-?%d+):(-?%d+)$')
-  return tonumber(a), tonumber(b)
+  local a, b = struct.unpack('<xdd', v)
+  return a, b
 end
 
 local function get3(key)
   local v = redis.call('GET', key)
   if not v then
     return 0, 0, 0
+  elseif string.byte(v) ~= 0 then
+    local a, b, c = string.match(v, '^(-?%d+):(-?%d+):(-?%d+)$')
+    return tonumber(a), tonumber(b), tonumber(c)
   end
-  local a, b, c = string.match(v, '^(-?%d+):(-?%d+):(-?%d+)$')
-  return tonumber(a), tonumber(b), tonumber(c)
+  local a, b, c = struct.unpack('<xddd', v)
+  return a, b, c
 end
