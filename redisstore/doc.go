@@ -64,7 +64,7 @@
 //	token_bucket    tb  string (LAST, MISSING)    last refill µs, missing credit µs
 //	gcra            gc  string (TAT)              theoretical arrival time µs
 //	leaky_bucket    lb  string (TAT)              the queue tail's TAT µs
-//	sliding_log     sl  list of "TS:COST:CUM"     one per admission, oldest first
+//	sliding_log     sl  list of (TS, COST, CUM)   one per admission, oldest first
 //
 // Earlier versions of Sluice wrote the strings as decimal text ("LAST:COUNT"
 // and so on); such a state is still read, and rewritten packed by the next

@@ -13,7 +13,7 @@ import (
 )
 
 // newClient connects a rueidis client to url for the length of the test.
-func newClient(t *testing.T, url string) rueidis.Client {
+func newClient(t testing.TB, url string) rueidis.Client {
 	t.Helper()
 	o, err := rueidis.ParseURL(url)
 	if err != nil {

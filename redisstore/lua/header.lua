@@ -59,10 +59,6 @@ local function tdiv(a, b)
   return q
 end
 
-local function int(x)
-  return string.format('%d', x)
-end
-
 -- expiry is the Unix ms for PEXPIREAT or PXAT that keeps a key until its
 -- state is initial: at reset_at on the store's clock, which is (reset_at -
 -- NOW) µs after the server's now. With server time the two are one instant.
