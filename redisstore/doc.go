@@ -91,6 +91,16 @@
 // time read as a Unix time, which covers a client clock behind the server's.
 // A refund (below) that leaves a key initial deletes it.
 //
+// # Hot keys
+//
+// Concurrent Decides on one (policy, key) in one process share calls: while
+// a call for it is in flight the others queue, and the next call decides the
+// whole queue (up to 64) in arrival order at one instant, each request
+// getting exactly the result it would have got alone in that order. A hot
+// key at 64 callers then costs a few calls per hundred decisions instead of
+// one each. A queued Decide waits for the call ahead of it, so its latency is
+// up to two calls; the group's call runs under its first request's context.
+//
 // # Several limits at once
 //
 // DecideAll admits all of its requests or none. How depends on where the keys

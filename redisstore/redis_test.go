@@ -71,6 +71,7 @@ func TestSingle(t *testing.T) {
 	t.Run("Open", func(t *testing.T) { testOpen(t, srv.URL()) })
 	t.Run("Mode", func(t *testing.T) { testModeFunctions(t, srv, c) })
 	t.Run("TextState", func(t *testing.T) { testTextState(t, c) })
+	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
 }
 
 // TestCluster runs the same on a three-master Redis Cluster, where
@@ -90,6 +91,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Paths", func(t *testing.T) { testPaths(t, c, true) })
 	t.Run("Open", func(t *testing.T) { testOpen(t, cl.URL()) })
 	t.Run("Mode", func(t *testing.T) { testModeCluster(t, cl, c) })
+	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
 }
 
 // counting wraps a Runner and counts the calls per script.

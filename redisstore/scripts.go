@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	_ "embed" // the Lua sources
 	"encoding/hex"
+	"strings"
 
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
@@ -33,6 +34,8 @@ var (
 	luaBatch string
 	//go:embed lua/reset.lua
 	luaReset string
+	//go:embed lua/seq.lua
+	luaSeq string
 )
 
 // Script is one of this package's Lua programs, as a Runner sees it. On a
@@ -78,7 +81,7 @@ type lib struct{ name, src string }
 // algorithm (the leaky bucket's file needs GCRA's), then the entry points.
 func body() []string {
 	return []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
-		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaBatch, luaReset}
+		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaSeq, luaBatch, luaReset}
 }
 
 func buildLibrary() lib {
@@ -106,6 +109,9 @@ func (e entry) call(keys, argv string) string {
 	case "reset":
 		return "reset_key(" + keys + ")"
 	}
+	if alg, ok := strings.CutSuffix(e.code, seqSuffix); ok {
+		return "decide_seq(ALG." + alg + ", " + keys + ", " + argv + ")"
+	}
 	return "decide_one(ALG." + e.code + ", " + keys + ", " + argv + ")"
 }
 
@@ -117,6 +123,8 @@ func allScripts() []entry {
 			files = []string{luaHeader, luaGCRA, luaLeakyBucket, luaMain}
 		}
 		es = append(es, entry{name: string(a), code: algoCode(a), files: files})
+		seq := append(files[:len(files)-1:len(files)-1], luaSeq)
+		es = append(es, entry{name: string(a) + seqSuffix, code: algoCode(a) + seqSuffix, files: seq})
 	}
 	all := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog, luaTokenBucket, luaGCRA, luaLeakyBucket, luaBatch}
 	return append(es, entry{name: "batch", code: "batch", files: all}, entry{name: "reset", code: "reset", files: []string{luaReset}})
@@ -180,6 +188,14 @@ var (
 	scriptBatch = scripts["batch"]
 	scriptReset = scripts["reset"]
 )
+
+// seqSuffix marks the entry points deciding several requests on one key in
+// order (seq.lua), one per algorithm.
+const seqSuffix = "_seq"
+
+// seqScriptFor returns the script deciding several requests of algorithm a
+// on one key in order.
+func seqScriptFor(a sluice.Algorithm) *Script { return scripts[algoCode(a)+seqSuffix] }
 
 // scriptFor returns the single-request script of algorithm a.
 func scriptFor(a sluice.Algorithm) *Script {

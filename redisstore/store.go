@@ -21,6 +21,7 @@ type Store struct {
 	prefix  string
 	clock   sluice.Clock // nil: the scripts read Redis TIME
 	timeout time.Duration
+	fl      flights // same-key coalescing (coalesce.go)
 }
 
 var (
@@ -92,8 +93,14 @@ func (s *Store) Close() {
 }
 
 // Decide implements sluice.Store: one FCALL (or EVALSHA) of the algorithm's
-// script.
+// script, shared with concurrent Decides on the same policy and key
+// (coalesce.go).
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
+	return s.decideCoalesced(ctx, req)
+}
+
+// decideOne decides req alone.
+func (s *Store) decideOne(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	script := scriptFor(req.Policy.Algorithm)

@@ -23,10 +23,11 @@
 #   the working tree.
 # Env:  ROUNDS (3), DURATION (5s), CONCURRENCY (64), KEYS (10000), PORT,
 #       ALGS ("fixed_window sliding_window token_bucket gcra leaky_bucket"),
-#       LIMIT (1000000000), PERIOD (1s), BURST (0: the limit)
+#       LIMIT (1000000000), PERIOD (1s), BURST (0: the limit),
+#       HOT (0: the share of calls on the one key "hot", as bench --hot)
 # Output: one CSV line per run (round,build,algorithm,decisions,rps,
-# cpu_us_per_decision,command,usec_per_call), then the medians per build and
-# algorithm.
+# cpu_us_per_decision,command,usec_per_call,calls_per_decision), then the
+# medians per build and algorithm.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -38,6 +39,7 @@ ALGS=${ALGS:-fixed_window sliding_window token_bucket gcra leaky_bucket}
 LIMIT=${LIMIT:-1000000000}
 PERIOD=${PERIOD:-1s}
 BURST=${BURST:-0}
+HOT=${HOT:-0}
 revs=("$@")
 [[ ${#revs[@]} -gt 0 ]] || revs=(.)
 
@@ -96,9 +98,9 @@ stats() {
 		END { printf "%d %d %s\n", c, u, (f ? "FCALL" : "EVALSHA") }'
 }
 
-echo "# redis-server $(redis-server --version | grep -o 'v=[^ ]*'), port $PORT; $CONCURRENCY callers, $KEYS keys, $DURATION per run, $ROUNDS rounds"
+echo "# redis-server $(redis-server --version | grep -o 'v=[^ ]*'), port $PORT; $CONCURRENCY callers, $KEYS keys (hot share $HOT), $DURATION per run, $ROUNDS rounds"
 for i in "${!revs[@]}"; do echo "# build $i: ${names[$i]} (${revs[$i]})"; done
-echo "round,build,algorithm,decisions,rps,cpu_us_per_decision,command,usec_per_call"
+echo "round,build,algorithm,decisions,rps,cpu_us_per_decision,command,usec_per_call,calls_per_decision"
 results="$work/results.csv"
 for round in $(seq "$ROUNDS"); do
 	for alg in $ALGS; do
@@ -108,7 +110,7 @@ for round in $(seq "$ROUNDS"); do
 			cli CONFIG RESETSTAT >/dev/null
 			c0=$(cpu)
 			json=$(timeout 600 "$work/sluice-$i" bench --target "redis://127.0.0.1:$PORT" --algorithm "$alg" \
-				--limit "$LIMIT" --period "$PERIOD" --burst "$BURST" \
+				--limit "$LIMIT" --period "$PERIOD" --burst "$BURST" --hot "$HOT" \
 				--concurrency "$CONCURRENCY" --keys "$KEYS" --duration "$DURATION" --json)
 			c1=$(cpu)
 			read -r calls usec cmd < <(stats)
@@ -118,14 +120,14 @@ j = json.loads(sys.argv[1]); c0, c1 = float(sys.argv[2]), float(sys.argv[3]); ca
 d = j["allowed"] + j["denied"]
 if j["errors"]:
     print("redis-cpu.sh: %d errors, first: %s" % (j["errors"], j.get("first_error", "")), file=sys.stderr)
-print("%d,%.0f,%.2f,%s,%.2f" % (d, j["throughput_rps"], (c1 - c0) * 1e6 / max(d, 1), sys.argv[6], usec / max(calls, 1)))
+print("%d,%.0f,%.2f,%s,%.2f,%.3f" % (d, j["throughput_rps"], (c1 - c0) * 1e6 / max(d, 1), sys.argv[6], usec / max(calls, 1), calls / max(d, 1)))
 ' "$json" "$c0" "$c1" "$calls" "$usec" "$cmd")
 			echo "$round,${names[$i]},$alg,$line" | tee -a "$results"
 		done
 	done
 done
 
-echo "# medians over $ROUNDS rounds: build,algorithm,rps,cpu_us_per_decision,command,usec_per_call"
+echo "# medians over $ROUNDS rounds: build,algorithm,rps,cpu_us_per_decision,command,usec_per_call,calls_per_decision"
 python3 - "$results" <<'EOF'
 import csv, statistics, sys
 rows = {}
@@ -133,5 +135,5 @@ for r in csv.reader(open(sys.argv[1])):
     rows.setdefault((r[1], r[2]), []).append(r)
 for (build, alg), rs in rows.items():
     med = lambda k: statistics.median(float(r[k]) for r in rs)
-    print("%s,%s,%.0f,%.2f,%s,%.2f" % (build, alg, med(4), med(5), rs[-1][6], med(7)))
+    print("%s,%s,%.0f,%.2f,%s,%.2f,%.3f" % (build, alg, med(4), med(5), rs[-1][6], med(7), med(8)))
 EOF
