@@ -54,6 +54,14 @@ func testCoalescing(t *testing.T, c rueidis.Client) {
 			if len(admitted) != limit || denied != goroutines*each-limit {
 				t.Fatalf("%d admitted, %d denied; want %d and %d", len(admitted), denied, limit, goroutines*each-limit)
 			}
+			// The group's state was written, with its expiry: a peek finds
+			// the limit used up.
+			if peek, err := s.Decide(context.Background(), sluice.Request{Policy: p, Key: "k"}); err != nil || peek.Remaining != 0 {
+				t.Errorf("peek after the burst: %+v, %v; want 0 remaining", peek, err)
+			}
+			if at, err := c.Do(context.Background(), c.B().Pexpiretime().Key(s.Key(p, "k")).Build()).AsInt64(); err != nil || at <= 0 {
+				t.Errorf("PEXPIRETIME of the hot key: %d, %v; want an expiry", at, err)
+			}
 			var remaining, delays []int64
 			for _, res := range admitted {
 				remaining = append(remaining, res.Remaining)

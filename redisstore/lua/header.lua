@@ -33,8 +33,16 @@ local function servertime()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- decide_seq reads and writes the string state of its one key once, however
+-- many requests it decides: while HOLD is set, HELD says the key's value is
+-- held in HELD_VAL (false for a missing key) and DIRTY that it awaits its SET,
+-- to expire as of HELD_AT. In the function library they outlive a call, so
+-- init clears them.
+local HOLD, HELD, HELD_VAL, DIRTY, HELD_AT = false, false, false, false, 0
+
 -- init reads the clock: ARGV's now when the client passes one, else TIME.
 local function init(arg)
+  HOLD, HELD, HELD_VAL, DIRTY = false, false, false, false
   local now = tonumber(arg)
   if now then
     NOW, SRV = now, 0
@@ -85,12 +93,37 @@ end
 -- in the function library, SET and PEXPIREAT in the scripts, which must also
 -- run on older servers. PXAT is set by the line scripts.go puts first.
 local function put(key, value, reset_at)
+  if HOLD then
+    HELD, HELD_VAL, DIRTY, HELD_AT = true, value, true, reset_at
+    return
+  end
   if PXAT then
     redis.call('SET', key, value, 'PXAT', expiry(reset_at))
   else
     redis.call('SET', key, value)
     keep(key, reset_at)
   end
+end
+
+-- release ends HOLD, writing the held state of key if it changed.
+local function release(key)
+  HOLD = false
+  if DIRTY then
+    put(key, HELD_VAL, HELD_AT)
+  end
+  HELD, HELD_VAL, DIRTY = false, false, false
+end
+
+-- read returns key's string value (false if missing), held while HOLD is set.
+local function read(key)
+  if HELD then
+    return HELD_VAL
+  end
+  local v = redis.call('GET', key)
+  if HOLD then
+    HELD, HELD_VAL = true, v
+  end
+  return v
 end
 
 -- A state of one, two or three integers is stored as a zero byte and that
@@ -111,7 +144,7 @@ local function enc3(a, b, c)
 end
 
 local function get1(key)
-  local v = redis.call('GET', key)
+  local v = read(key)
   if not v then
     return 0
   elseif string.byte(v) ~= 0 then
@@ -121,7 +154,7 @@ local function get1(key)
 end
 
 local function get2(key)
-  local v = redis.call('GET', key)
+  local v = read(key)
   if not v then
     return 0, 0
   elseif string.byte(v) ~= 0 then
@@ -133,7 +166,7 @@ local function get2(key)
 end
 
 local function get3(key)
-  local v = redis.call('GET', key)
+  local v = read(key)
   if not v then
     return 0, 0, 0
   elseif string.byte(v) ~= 0 then
