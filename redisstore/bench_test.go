@@ -189,9 +189,14 @@ func (c *captureRunner) RunMulti(context.Context, []redisstore.Call) {}
 
 func (c *captureRunner) Colocated([]string) bool { return true }
 
+func (c *captureRunner) Mode(context.Context) (redisstore.Mode, error) {
+	return redisstore.ModeScripts, nil
+}
+
 // TestPrintGCRAScript writes, for scripts/redis-ceiling.sh, the exact GCRA
 // script a decision of benchPolicy runs, its SHA-1, key and ARGV (one a
-// line) into the directory SLUICE_SCRIPT_DIR; without it the test skips.
+// line), the function library and the GCRA function's name into the
+// directory SLUICE_SCRIPT_DIR; without it the test skips.
 func TestPrintGCRAScript(t *testing.T) {
 	dir := os.Getenv("SLUICE_SCRIPT_DIR")
 	if dir == "" {
@@ -205,11 +210,14 @@ func TestPrintGCRAScript(t *testing.T) {
 	if _, err := l.AllowN(context.Background(), "k", 1); err != nil {
 		t.Fatal(err)
 	}
+	_, lib := redisstore.Library()
 	files := map[string]string{
-		"script.lua": c.script.Source(),
-		"sha1":       c.script.SHA1() + "\n",
-		"key":        strings.Join(c.keys, "\n") + "\n",
-		"args":       strings.Join(c.args, "\n") + "\n",
+		"library.lua": lib,
+		"function":    c.script.Function() + "\n",
+		"script.lua":  c.script.Source(),
+		"sha1":        c.script.SHA1() + "\n",
+		"key":         strings.Join(c.keys, "\n") + "\n",
+		"args":        strings.Join(c.args, "\n") + "\n",
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {

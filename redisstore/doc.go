@@ -1,8 +1,23 @@
 // Package redisstore is Sluice's Redis store: the state of every (policy, key)
 // lives in Redis or Redis Cluster, shared by every process that uses it, and
-// each decision is one Lua script run atomically by the server — one round
-// trip, EVALSHA with a transparent fall-back to EVAL when the server has lost
-// its script cache (a restart, a fail-over, SCRIPT FLUSH).
+// each decision is one Lua function run atomically by the server — one round
+// trip.
+//
+// # Functions or scripts
+//
+// On Redis 7 and later the store loads its Lua once per server as a function
+// library (FUNCTION LOAD, on every master of a Cluster) and decides with one
+// FCALL, which runs only the decision's own function. Where Functions are
+// unavailable — Redis before 7, or FUNCTION refused by an ACL or a managed
+// service — it runs the same Lua as scripts: EVALSHA, with EVAL when the
+// server has lost its script cache; every call then also re-runs the
+// script's definitions, which costs Redis more CPU per decision. The choice
+// is made by the first call (or Store.Mode, which a service logs at
+// start-up) and kept. A server that loses the library (FUNCTION FLUSH, a
+// restart with no data, a new Cluster master) gets it again on the next call
+// that misses it, which is then retried once. The library's name carries a
+// hash of its code (sluice_<hash>), so versions of Sluice sharing one Redis
+// each run their own; FUNCTION DELETE removes an old one.
 //
 //	store, err := redisstore.Open("redis://localhost:6379")
 //	...
@@ -39,14 +54,24 @@
 // close the tag early or collide with another; policy names cannot contain
 // them. ALG names the algorithm, outside the tag: a policy that changes
 // algorithm finds no state and starts fresh, as in the memory store. The
-// state itself is small:
+// state itself is small: a string of a zero byte and one to three
+// little-endian doubles (each an integer, exact below 2^53), read and written
+// by Lua's struct library without any text formatting, or a list for the
+// sliding log:
 //
-//	fixed_window    fw  string "LAST:COUNT"      last admission µs, units in its window
-//	sliding_window  sw  string "LAST:CUR:PREV"   last admission µs, its window's units, the window before's
-//	token_bucket    tb  string "LAST:MISSING"    last refill µs, missing credit µs
-//	gcra            gc  string "TAT"             theoretical arrival time µs
-//	leaky_bucket    lb  string "TAT"             the queue tail's TAT µs
-//	sliding_log     sl  list of "TS:COST:CUM"    one per admission, oldest first
+//	fixed_window    fw  string (LAST, COUNT)      last admission µs, units in its window
+//	sliding_window  sw  string (LAST, CUR, PREV)  last admission µs, its window's units, the window before's
+//	token_bucket    tb  string (LAST, MISSING)    last refill µs, missing credit µs
+//	gcra            gc  string (TAT)              theoretical arrival time µs
+//	leaky_bucket    lb  string (TAT)              the queue tail's TAT µs
+//	sliding_log     sl  list of (TS, COST, CUM)   one per admission, oldest first
+//
+// Earlier versions of Sluice wrote the strings as decimal text ("LAST:COUNT"
+// and so on); such a state is still read, and rewritten packed by the next
+// admission. Those versions cannot read the packed states, so a rolling
+// upgrade that runs both on one Redis makes the old processes fail (their
+// fail policy decides) on keys the new ones have written: upgrade them all
+// at once, or with a new WithPrefix.
 //
 // A sliding-log entry carries CUM, the running total of all costs pushed so
 // far: the sum of any run of entries is a difference of two CUMs, so a
@@ -58,12 +83,23 @@
 //
 // Only an admission writes: denials and peeks change nothing. Each write sets
 // the key to expire when its state is back to initial (ResetAfter after the
-// decision, or later if the clock ran backwards): PEXPIREAT on the server's
+// decision, or later if the clock ran backwards): SET … PXAT (SET and
+// PEXPIREAT in the scripts, which also serve Redis < 6.2) on the server's
 // clock, never earlier — forgetting state early would admit more than the
 // limit — and less than a millisecond later. So idle keys cost nothing. With a
 // client clock the key lives until the later of that instant and its reset
 // time read as a Unix time, which covers a client clock behind the server's.
 // A refund (below) that leaves a key initial deletes it.
+//
+// # Hot keys
+//
+// Concurrent Decides on one (policy, key) in one process share calls: while
+// a call for it is in flight the others queue, and the next call decides the
+// whole queue (up to 64) in arrival order at one instant, each request
+// getting exactly the result it would have got alone in that order. A hot
+// key at 64 callers then costs a few calls per hundred decisions instead of
+// one each. A queued Decide waits for the call ahead of it, so its latency is
+// up to two calls; the group's call runs under its first request's context.
 //
 // # Several limits at once
 //

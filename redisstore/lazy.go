@@ -113,6 +113,15 @@ func (l *lazyRunner) RunMulti(ctx context.Context, calls []Call) {
 	r.RunMulti(ctx, calls)
 }
 
+// Mode implements Runner once connected.
+func (l *lazyRunner) Mode(ctx context.Context) (Mode, error) {
+	r, err := l.get(ctx)
+	if err != nil {
+		return "", err
+	}
+	return r.Mode(ctx)
+}
+
 // Colocated answers for the connected client; before there is one, every
 // call fails anyway.
 func (l *lazyRunner) Colocated(keys []string) bool {

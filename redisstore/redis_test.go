@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 )
 
 // newClient connects a rueidis client to url for the length of the test.
-func newClient(t *testing.T, url string) rueidis.Client {
+func newClient(t testing.TB, url string) rueidis.Client {
 	t.Helper()
 	o, err := rueidis.ParseURL(url)
 	if err != nil {
@@ -46,6 +47,10 @@ func target(c rueidis.Client) rstest.Target {
 				if err := n.Do(ctx, n.B().ScriptFlush().Build()).Error(); err != nil {
 					t.Errorf("SCRIPT FLUSH on %s: %v", addr, err)
 				}
+				err := n.Do(ctx, n.B().FunctionFlush().Build()).Error()
+				if err != nil && !redisstore.FunctionsRefused(err) && !strings.Contains(err.Error(), "READONLY") {
+					t.Errorf("FUNCTION FLUSH on %s: %v", addr, err)
+				}
 			}
 		},
 	}
@@ -64,6 +69,9 @@ func TestSingle(t *testing.T) {
 	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, srv.URL()) })
 	t.Run("Paths", func(t *testing.T) { testPaths(t, c, false) })
 	t.Run("Open", func(t *testing.T) { testOpen(t, srv.URL()) })
+	t.Run("Mode", func(t *testing.T) { testModeFunctions(t, srv, c) })
+	t.Run("TextState", func(t *testing.T) { testTextState(t, c) })
+	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
 }
 
 // TestCluster runs the same on a three-master Redis Cluster, where
@@ -82,6 +90,8 @@ func TestCluster(t *testing.T) {
 	t.Run("Slots", func(t *testing.T) { testSlots(t, c) })
 	t.Run("Paths", func(t *testing.T) { testPaths(t, c, true) })
 	t.Run("Open", func(t *testing.T) { testOpen(t, cl.URL()) })
+	t.Run("Mode", func(t *testing.T) { testModeCluster(t, cl, c) })
+	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
 }
 
 // counting wraps a Runner and counts the calls per script.

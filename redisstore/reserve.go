@@ -11,33 +11,19 @@ import (
 //go:embed lua/reserve.lua
 var luaReserve string
 
-// modeReserve marks reserve.lua's ARGV (it has one mode only).
+// modeReserve marks reserve.lua's argv (it has one mode only).
 const modeReserve = "v"
 
-// The reserve scripts of the algorithms sluice.Reservable accepts.
-var (
-	scriptReserveFixedWindow = reserveScript(sluice.FixedWindow, luaFixedWindow)
-	scriptReserveTokenBucket = reserveScript(sluice.TokenBucket, luaTokenBucket)
-	scriptReserveGCRA        = reserveScript(sluice.GCRA, luaGCRA)
-)
-
-func reserveScript(a sluice.Algorithm, file string) *Script {
-	return newScript(string(a)+"_reserve", luaHeader, file, "local alg = ALG."+algoCode(a), luaReserve)
-}
+// reserveSuffix marks the entry points reserving units (reserve.lua), one
+// per algorithm sluice.Reservable accepts.
+const reserveSuffix = "_reserve"
 
 var _ sluice.Reserver = (*Store)(nil)
 
-// Reserve implements sluice.Reserver: one EVALSHA of reserve.lua.
+// Reserve implements sluice.Reserver: one call of reserve.lua.
 func (s *Store) Reserve(ctx context.Context, req sluice.Request, upTo int64) (sluice.Reservation, error) {
-	var script *Script
-	switch req.Policy.Algorithm {
-	case sluice.FixedWindow:
-		script = scriptReserveFixedWindow
-	case sluice.TokenBucket:
-		script = scriptReserveTokenBucket
-	case sluice.GCRA:
-		script = scriptReserveGCRA
-	default:
+	script := scripts[algoCode(req.Policy.Algorithm)+reserveSuffix]
+	if script == nil {
 		return sluice.Reservation{}, fmt.Errorf("redisstore: Reserve %s: %w", req.Policy.Algorithm, sluice.ErrNotReservable)
 	}
 	ctx, cancel := s.bound(ctx)

@@ -12,6 +12,7 @@ import (
 type rueidisRunner struct {
 	c       rueidis.Client
 	cluster bool
+	fn      Functions
 }
 
 // NewRunner returns the Runner that New uses on a rueidis client, for callers
@@ -22,39 +23,117 @@ func newRueidisRunner(c rueidis.Client) *rueidisRunner {
 	return &rueidisRunner{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
 }
 
-// Run uses rueidis.Lua, which sends EVALSHA and falls back to EVAL on NOSCRIPT.
+// Mode implements Runner.
+func (r *rueidisRunner) Mode(ctx context.Context) (Mode, error) { return r.fn.Mode(ctx, r.load) }
+
+// Run sends FCALL in ModeFunctions; otherwise rueidis.Lua, which sends
+// EVALSHA and falls back to EVAL on NOSCRIPT.
 func (r *rueidisRunner) Run(ctx context.Context, s *Script, keys, args []string, reply []int64) error {
+	m, err := r.fn.Mode(ctx, r.load)
+	if err != nil {
+		return err
+	}
+	if m == ModeFunctions {
+		err = copyReply(r.c.Do(ctx, r.fcall(s, keys, args)), reply)
+		switch r.fn.Retry(ctx, err, r.load) {
+		case ModeFunctions:
+			return copyReply(r.c.Do(ctx, r.fcall(s, keys, args)), reply)
+		case "":
+			return err
+		}
+	}
 	return copyReply(s.lua.Exec(ctx, r.c, keys, args), reply)
 }
 
-// RunMulti sends every EVALSHA in one DoMulti (rueidis splits it by node on a
-// Cluster and pipelines each part), then the EVALs of those that met
-// NOSCRIPT, again together. Lua.ExecMulti is not used: it would SCRIPT LOAD
-// on every node first, a round trip per call.
-func (r *rueidisRunner) RunMulti(ctx context.Context, calls []Call) {
-	cmds := make(rueidis.Commands, len(calls))
-	for i, c := range calls {
-		cmds[i] = r.c.B().Evalsha().Sha1(c.Script.sha1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
-	}
-	var again []int
-	for i, res := range r.c.DoMulti(ctx, cmds...) {
-		if e, ok := rueidis.IsRedisErr(res.Error()); ok && e.IsNoScript() {
-			again = append(again, i)
+func (r *rueidisRunner) fcall(s *Script, keys, args []string) rueidis.Completed {
+	return r.c.B().Fcall().Function(s.fn).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+}
+
+// load loads the library on every node that lacks it: on a Cluster each
+// master holds its own functions (replicas get theirs from their master).
+// Compiling the library costs the server a few milliseconds, so a node that
+// has it (another process loaded it) is only asked.
+func (r *rueidisRunner) load(ctx context.Context) error {
+	name, src := Library()
+	errs := map[string]error{}
+	for addr, n := range r.c.Nodes() {
+		libs, err := n.Do(ctx, n.B().FunctionList().Libraryname(name).Build()).ToArray()
+		if err == nil && len(libs) > 0 {
+			errs[addr] = nil
 			continue
 		}
-		calls[i].Err = copyReply(res, calls[i].Reply)
+		errs[addr] = n.Do(ctx, n.B().FunctionLoad().Replace().FunctionCode(src).Build()).Error()
 	}
-	if len(again) == 0 {
+	return LoadResult(errs)
+}
+
+// RunMulti sends every call in one DoMulti (rueidis splits it by node on a
+// Cluster and pipelines each part): FCALLs in ModeFunctions, else EVALSHAs
+// and then, together, the EVALs of those that met NOSCRIPT. Lua.ExecMulti is
+// not used: it would SCRIPT LOAD on every node first, a round trip per call.
+func (r *rueidisRunner) RunMulti(ctx context.Context, calls []Call) {
+	m, err := r.fn.Mode(ctx, r.load)
+	if err != nil {
+		for i := range calls {
+			calls[i].Err = err
+		}
 		return
 	}
-	cmds = cmds[:0]
-	for _, i := range again {
-		c := calls[i]
-		cmds = append(cmds, r.c.B().Eval().Script(c.Script.src).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build())
+	if m == ModeFunctions {
+		again := r.doMulti(ctx, calls, nil, r.fcall)
+		if len(again) == 0 {
+			return
+		}
+		if m = r.fn.Retry(ctx, calls[again[0]].Err, r.load); m == "" {
+			return
+		}
+		if m == ModeFunctions {
+			r.doMulti(ctx, calls, again, r.fcall)
+			return
+		}
+		r.evalMulti(ctx, calls, again)
+		return
 	}
+	r.evalMulti(ctx, calls, nil)
+}
+
+// evalMulti runs calls idx (all when nil) by EVALSHA, then EVAL on NOSCRIPT.
+func (r *rueidisRunner) evalMulti(ctx context.Context, calls []Call, idx []int) {
+	evalsha := func(s *Script, keys, args []string) rueidis.Completed {
+		return r.c.B().Evalsha().Sha1(s.sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}
+	eval := func(s *Script, keys, args []string) rueidis.Completed {
+		return r.c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()
+	}
+	if again := r.doMulti(ctx, calls, idx, evalsha); len(again) > 0 {
+		r.doMulti(ctx, calls, again, eval)
+	}
+}
+
+// doMulti sends calls idx (all when nil) built by cmd, pipelined, sets their
+// replies and errors, and returns the indexes of those that failed because
+// the server lacks the function or the script (FunctionMissing, NOSCRIPT, or
+// a refusal of Functions), for the caller to retry otherwise.
+func (r *rueidisRunner) doMulti(ctx context.Context, calls []Call, idx []int, cmd func(*Script, []string, []string) rueidis.Completed) []int {
+	if idx == nil {
+		idx = make([]int, len(calls))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	cmds := make(rueidis.Commands, len(idx))
+	for j, i := range idx {
+		cmds[j] = cmd(calls[i].Script, calls[i].Keys, calls[i].Args)
+	}
+	var again []int
 	for j, res := range r.c.DoMulti(ctx, cmds...) {
-		calls[again[j]].Err = copyReply(res, calls[again[j]].Reply)
+		i := idx[j]
+		calls[i].Err = copyReply(res, calls[i].Reply)
+		if e, ok := rueidis.IsRedisErr(res.Error()); ok && (e.IsNoScript() || FunctionMissing(e) || FunctionsRefused(e)) {
+			again = append(again, i)
+		}
 	}
+	return again
 }
 
 // Colocated: a standalone or Sentinel-managed Redis holds every key; on a
@@ -72,9 +151,17 @@ func (r *rueidisRunner) Colocated(keys []string) bool {
 	return true
 }
 
-// copyReply copies an integer array reply into reply.
+// copyReply copies an integer array reply, or a packed one, into reply.
 func copyReply(res rueidis.RedisResult, reply []int64) error {
-	arr, err := res.ToArray()
+	msg, err := res.ToMessage()
+	if err != nil {
+		return err
+	}
+	if msg.IsString() {
+		s, _ := msg.ToString()
+		return DecodeReply(s, reply)
+	}
+	arr, err := msg.ToArray()
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	_ "embed" // the Lua sources
 	"encoding/hex"
+	"strings"
 
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
@@ -33,19 +34,26 @@ var (
 	luaBatch string
 	//go:embed lua/reset.lua
 	luaReset string
+	//go:embed lua/seq.lua
+	luaSeq string
 )
 
-// Script is one of this package's Lua scripts, as a Runner sees it: run it
-// with EVALSHA SHA1() and, when the server answers NOSCRIPT (it restarted, or
-// SCRIPT FLUSH), with EVAL Source(). The scripts are built once, at start-up.
+// Script is one of this package's Lua programs, as a Runner sees it. On a
+// server with Redis Functions (Redis 7+) it is a function of the library
+// (Library): run it with FCALL Function(), after loading the library once per
+// server with FUNCTION LOAD. Elsewhere it is a script: run it with EVALSHA
+// SHA1() and, when the server answers NOSCRIPT (it restarted, or SCRIPT
+// FLUSH), with EVAL Source(). Both are built once, at start-up, from the same
+// Lua files.
 type Script struct {
 	name string
 	src  string
 	sha1 string
+	fn   string
 	lua  *rueidis.Lua // the rueidis runner's EVALSHA-then-EVAL wrapper
 }
 
-// Name names the script in errors: "fixed_window", ..., or "batch".
+// Name names the script in errors: "fixed_window", ..., "batch" or "reset".
 func (s *Script) Name() string { return s.name }
 
 // Source is the script's Lua text, for EVAL.
@@ -54,36 +62,147 @@ func (s *Script) Source() string { return s.src }
 // SHA1 is the hex SHA-1 of Source, for EVALSHA.
 func (s *Script) SHA1() string { return s.sha1 }
 
-func newScript(name string, parts ...string) *Script {
+// Function is the name of the script's function in the library, for FCALL.
+func (s *Script) Function() string { return s.fn }
+
+// library is the function library: every Lua file, loaded once per server so
+// that a call runs only its function, not the whole chunk as a script does.
+// Its name carries a hash of its code, so that processes running different
+// versions of Sluice on one Redis each find their own functions.
+var library = buildLibrary()
+
+// Library returns the name and the source of the function library, for
+// FUNCTION LOAD (REPLACE is safe: a name always comes with the same code).
+func Library() (name, source string) { return library.name, library.src }
+
+type lib struct{ name, src string }
+
+// body is the Lua every script and the library share: the header and every
+// algorithm (the leaky bucket's file needs GCRA's), then the entry points.
+func body() []string {
+	return []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
+		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaSeq, luaReserve, luaBatch, luaReset}
+}
+
+func buildLibrary() lib {
+	code := join(body())
+	sum := sha1.Sum([]byte(code))
+	name := "sluice_" + hex.EncodeToString(sum[:8])
+	src := "#!lua name=" + name + "\nlocal PXAT = true\n" + code
+	for _, s := range allScripts() {
+		src += "redis.register_function('" + name + "_" + s.code + "', function(keys, argv) return " + s.call("keys", "argv") + " end)\n"
+	}
+	return lib{name: name, src: src}
+}
+
+// entry is one entry point: a script and a function.
+type entry struct {
+	name, code string
+	files      []string // the files its script is made of
+}
+
+// call is the Lua expression running the entry point on keys and argv.
+func (e entry) call(keys, argv string) string {
+	switch e.code {
+	case "batch":
+		return "decide_all(" + keys + ", " + argv + ")"
+	case "reset":
+		return "reset_key(" + keys + ")"
+	}
+	if alg, ok := strings.CutSuffix(e.code, seqSuffix); ok {
+		return "decide_seq(ALG." + alg + ", " + keys + ", " + argv + ")"
+	}
+	if alg, ok := strings.CutSuffix(e.code, reserveSuffix); ok {
+		return "reserve_one(ALG." + alg + ", " + keys + ", " + argv + ")"
+	}
+	return "decide_one(ALG." + e.code + ", " + keys + ", " + argv + ")"
+}
+
+func allScripts() []entry {
+	var es []entry
+	for _, a := range sluice.Algorithms {
+		files := []string{luaHeader, algoFile(a), luaMain}
+		if a == sluice.LeakyBucket {
+			files = []string{luaHeader, luaGCRA, luaLeakyBucket, luaMain}
+		}
+		es = append(es, entry{name: string(a), code: algoCode(a), files: files})
+		seq := append(files[:len(files)-1:len(files)-1], luaSeq)
+		es = append(es, entry{name: string(a) + seqSuffix, code: algoCode(a) + seqSuffix, files: seq})
+		if sluice.Reservable(a) {
+			reserve := append(files[:len(files)-1:len(files)-1], luaReserve)
+			es = append(es, entry{name: string(a) + reserveSuffix, code: algoCode(a) + reserveSuffix, files: reserve})
+		}
+	}
+	all := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog, luaTokenBucket, luaGCRA, luaLeakyBucket, luaBatch}
+	return append(es, entry{name: "batch", code: "batch", files: all}, entry{name: "reset", code: "reset", files: []string{luaReset}})
+}
+
+func algoFile(a sluice.Algorithm) string {
+	switch a {
+	case sluice.FixedWindow:
+		return luaFixedWindow
+	case sluice.SlidingWindow:
+		return luaSlidingWindow
+	case sluice.SlidingLog:
+		return luaSlidingLog
+	case sluice.TokenBucket:
+		return luaTokenBucket
+	case sluice.LeakyBucket:
+		return luaLeakyBucket
+	default:
+		return luaGCRA
+	}
+}
+
+// newScript builds entry e's script: its files and the call. Redis < 5 must
+// be told to replicate effects, as the scripts read TIME; later versions
+// always do (and have no replicate_commands in functions).
+func newScript(e entry) *Script {
+	parts := append([]string{"local PXAT = false"}, e.files...)
+	parts = append(parts,
+		"if redis.replicate_commands then redis.replicate_commands() end",
+		"return "+e.call("KEYS", "ARGV"))
+	src := join(parts)
+	sum := sha1.Sum([]byte(src))
+	return &Script{name: e.name, src: src, sha1: hex.EncodeToString(sum[:]),
+		fn: library.name + "_" + e.code, lua: rueidis.NewLuaScript(src)}
+}
+
+func join(parts []string) string {
 	var src string
 	for _, p := range parts {
 		src += p + "\n"
 	}
-	sum := sha1.Sum([]byte(src))
-	return &Script{name: name, src: src, sha1: hex.EncodeToString(sum[:]), lua: rueidis.NewLuaScript(src)}
+	return src
 }
 
-// single returns the script deciding one request of algorithm a: the header,
-// the algorithm's file (the leaky bucket's needs GCRA's), a line naming it as
-// `alg`, and main.lua.
-func single(a sluice.Algorithm, files ...string) *Script {
-	parts := append([]string{luaHeader}, files...)
-	parts = append(parts, "local alg = ALG."+algoCode(a), luaMain)
-	return newScript(string(a), parts...)
-}
+var scripts = func() map[string]*Script {
+	m := map[string]*Script{}
+	for _, e := range allScripts() {
+		m[e.code] = newScript(e)
+	}
+	return m
+}()
 
 var (
-	scriptFixedWindow   = single(sluice.FixedWindow, luaFixedWindow)
-	scriptSlidingWindow = single(sluice.SlidingWindow, luaSlidingWindow)
-	scriptSlidingLog    = single(sluice.SlidingLog, luaSlidingLog)
-	scriptTokenBucket   = single(sluice.TokenBucket, luaTokenBucket)
-	scriptGCRA          = single(sluice.GCRA, luaGCRA)
-	scriptLeakyBucket   = single(sluice.LeakyBucket, luaGCRA, luaLeakyBucket)
+	scriptFixedWindow   = scripts["fw"]
+	scriptSlidingWindow = scripts["sw"]
+	scriptSlidingLog    = scripts["sl"]
+	scriptTokenBucket   = scripts["tb"]
+	scriptGCRA          = scripts["gc"]
+	scriptLeakyBucket   = scripts["lb"]
 	// scriptBatch holds every algorithm, so one script serves any mix.
-	scriptBatch = newScript("batch", luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
-		luaTokenBucket, luaGCRA, luaLeakyBucket, luaBatch)
-	scriptReset = newScript("reset", luaReset)
+	scriptBatch = scripts["batch"]
+	scriptReset = scripts["reset"]
 )
+
+// seqSuffix marks the entry points deciding several requests on one key in
+// order (seq.lua), one per algorithm.
+const seqSuffix = "_seq"
+
+// seqScriptFor returns the script deciding several requests of algorithm a
+// on one key in order.
+func seqScriptFor(a sluice.Algorithm) *Script { return scripts[algoCode(a)+seqSuffix] }
 
 // scriptFor returns the single-request script of algorithm a.
 func scriptFor(a sluice.Algorithm) *Script {

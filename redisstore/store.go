@@ -21,6 +21,7 @@ type Store struct {
 	prefix  string
 	clock   sluice.Clock // nil: the scripts read Redis TIME
 	timeout time.Duration
+	fl      flights // same-key coalescing (coalesce.go)
 }
 
 var (
@@ -91,8 +92,15 @@ func (s *Store) Close() {
 	}
 }
 
-// Decide implements sluice.Store: one EVALSHA of the algorithm's script.
+// Decide implements sluice.Store: one FCALL (or EVALSHA) of the algorithm's
+// script, shared with concurrent Decides on the same policy and key
+// (coalesce.go).
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
+	return s.decideCoalesced(ctx, req)
+}
+
+// decideOne decides req alone.
+func (s *Store) decideOne(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	script := scriptFor(req.Policy.Algorithm)
@@ -171,6 +179,21 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 		return scriptError(scriptReset, err)
 	}
 	return nil
+}
+
+// Mode reports how the store runs its Lua on the server: ModeFunctions (one
+// FCALL per decision, Redis 7+) or ModeScripts (EVALSHA, where Functions are
+// unavailable), for a service to log at start-up. Before any call has reached
+// Redis it loads the function library to find out, bounded by ctx and the
+// store's timeout; an error means Redis could not be reached.
+func (s *Store) Mode(ctx context.Context) (Mode, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	m, err := s.run.Mode(ctx)
+	if err != nil {
+		return "", fmt.Errorf("redisstore: Mode: %w", err)
+	}
+	return m, nil
 }
 
 // Key returns the Redis key that holds the state of (p, key), e.g. for an

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # redis-ceiling.sh: the Redis-side ceiling of Sluice's own single-decision GCRA
-# script. Starts a throw-away redis-server on 127.0.0.1 (a free port, or $PORT),
-# loads the exact script the Redis store runs for a GCRA decision (written by
-# the TestPrintGCRAScript test, so this never drifts from redisstore), and runs
-# redis-benchmark with EVALSHA and the same KEYS/ARGV shape the store sends
-# (key sluice:{bench:user:N}:gc over 10,000 keys; ARGV '' = server TIME, 'w',
-# P, L, C, T, n for 1,000,000/s), once without pipelining and once with -P 16.
+# script and function. Starts a throw-away redis-server on 127.0.0.1 (a free
+# port, or $PORT), loads the exact script and function library the Redis store
+# runs for a GCRA decision (written by the TestPrintGCRAScript test, so this
+# never drifts from redisstore), and runs redis-benchmark with EVALSHA (the
+# fall-back where Functions are unavailable), then FCALL (what the store sends
+# on Redis 7+), with the same KEYS/ARGV shape the store sends (key
+# sluice:{bench:user:N}:gc over 10,000 keys; ARGV '' = server TIME, 'w', P, L,
+# C, T, n for 1,000,000/s), each once without pipelining and once with -P 16.
 #
 # Usage: scripts/redis-ceiling.sh            (from the repository root)
 # Env:   PORT (default: a free port), CLIENTS (50), REQUESTS (200000),
 #        KEYS (10000), PIPELINE (16)
-# Output: one CSV line per mode: mode,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms
+# Output: one CSV line per mode (P1, P16: EVALSHA; FCALL-P1, FCALL-P16):
+# mode,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -58,21 +61,31 @@ if [[ $loaded != "$sha" ]]; then
 	echo "redis-ceiling.sh: SCRIPT LOAD returned $loaded, want $sha" >&2
 	exit 1
 fi
-# One call by hand: it must admit ({1, ...}), i.e. take the real write path.
-reply=$(cli EVALSHA "$sha" 1 "${key/__rand_int__/0}" "${args[@]}" | head -1)
-if [[ $reply != 1 ]]; then
-	echo "redis-ceiling.sh: the script did not admit (reply starts with $reply)" >&2
-	exit 1
-fi
+fn=$(<"$work/function")
+cli -x FUNCTION LOAD REPLACE <"$work/library.lua" >/dev/null
+# One call of each by hand: each must admit, i.e. take the real write path.
+# The reply is packed doubles, the first 1.0 (admitted): 00 00 00 00 00 00 f0 3f.
+for call in "EVALSHA $sha" "FCALL $fn"; do
+	allowed=$(cli $call 1 "${key/__rand_int__/0}" "${args[@]}" | head -c 8 | od -An -tx1 | tr -d ' \n')
+	if [[ $allowed != 000000000000f03f ]]; then
+		echo "redis-ceiling.sh: $call did not admit (reply starts with $allowed)" >&2
+		exit 1
+	fi
+done
 
 echo "# redis-server $(redis-server --version | grep -o 'v=[^ ]*'), port $PORT, $CLIENTS clients, $REQUESTS requests, $KEYS keys"
 echo "# EVALSHA $sha 1 $key$(printf " '%s'" "${args[@]}")"
+echo "# FCALL $fn 1 $key$(printf " '%s'" "${args[@]}")"
 echo "mode,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms"
-for p in 1 "$PIPELINE"; do
-	line=$(timeout 300 redis-benchmark -h 127.0.0.1 -p "$PORT" -c "$CLIENTS" -n "$REQUESTS" -r "$KEYS" -P "$p" --csv \
-		EVALSHA "$sha" 1 "$key" "${args[@]}" | tail -1)
-	# "EVALSHA ...","rps","avg",...: keep the numbers.
-	nums=$(sed -E 's/^"[^"]*",//; s/"//g' <<<"$line")
-	echo "P$p,$nums"
+for call in "EVALSHA $sha" "FCALL $fn"; do
+	label=
+	[[ $call == FCALL* ]] && label=FCALL-
+	for p in 1 "$PIPELINE"; do
+		line=$(timeout 300 redis-benchmark -h 127.0.0.1 -p "$PORT" -c "$CLIENTS" -n "$REQUESTS" -r "$KEYS" -P "$p" --csv \
+			$call 1 "$key" "${args[@]}" | tail -1)
+		# "EVALSHA ...","rps","avg",...: keep the numbers.
+		nums=$(sed -E 's/^"[^"]*",//; s/"//g' <<<"$line")
+		echo "${label}P$p,$nums"
+	done
 done
 echo "# keys written: $(cli DBSIZE)"

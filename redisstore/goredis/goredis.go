@@ -16,6 +16,7 @@ package goredis
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/redisstore"
@@ -48,12 +49,29 @@ type runner struct {
 	c       redis.UniversalClient
 	single  bool // every key is on one server
 	cluster bool // keys are placed by Redis Cluster hash slot
+	fn      redisstore.Functions
 }
 
-// Run sends EVALSHA and, on NOSCRIPT, EVAL: what redis.Script.Run does, with
-// the SHA-1 redisstore computed once.
+// Mode implements redisstore.Runner.
+func (r *runner) Mode(ctx context.Context) (redisstore.Mode, error) { return r.fn.Mode(ctx, r.load) }
+
+// Run sends FCALL in ModeFunctions; otherwise EVALSHA and, on NOSCRIPT, EVAL:
+// what redis.Script.Run does, with the SHA-1 redisstore computed once.
 func (r *runner) Run(ctx context.Context, s *redisstore.Script, keys, args []string, reply []int64) error {
+	m, err := r.fn.Mode(ctx, r.load)
+	if err != nil {
+		return err
+	}
 	argv := toAny(args)
+	if m == redisstore.ModeFunctions {
+		err = copyReply(r.c.FCall(ctx, s.Function(), keys, argv...), reply)
+		switch r.fn.Retry(ctx, err, r.load) {
+		case redisstore.ModeFunctions:
+			return copyReply(r.c.FCall(ctx, s.Function(), keys, argv...), reply)
+		case "":
+			return err
+		}
+	}
 	cmd := r.c.EvalSha(ctx, s.SHA1(), keys, argv...)
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		cmd = r.c.Eval(ctx, s.Source(), keys, argv...)
@@ -61,35 +79,103 @@ func (r *runner) Run(ctx context.Context, s *redisstore.Script, keys, args []str
 	return copyReply(cmd, reply)
 }
 
-// RunMulti pipelines every EVALSHA (go-redis splits the pipeline by node on a
-// Cluster), then the EVALs of those that met NOSCRIPT.
+// load loads the library on every master that lacks it (each holds its own
+// functions; replicas get theirs from their master).
+func (r *runner) load(ctx context.Context) error {
+	name, src := redisstore.Library()
+	var mu sync.Mutex
+	errs := map[string]error{}
+	loadOn := func(ctx context.Context, n *redis.Client) error {
+		libs, err := n.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name}).Result()
+		if err != nil || len(libs) == 0 {
+			err = n.FunctionLoadReplace(ctx, src).Err()
+		}
+		mu.Lock()
+		errs[n.String()] = err
+		mu.Unlock()
+		return nil
+	}
+	switch c := r.c.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, loadOn)
+	case *redis.Ring:
+		_ = c.ForEachShard(ctx, loadOn)
+	case *redis.Client:
+		_ = loadOn(ctx, c)
+	default:
+		errs["server"] = r.c.FunctionLoadReplace(ctx, src).Err()
+	}
+	return redisstore.LoadResult(errs)
+}
+
+// RunMulti pipelines every call (go-redis splits the pipeline by node on a
+// Cluster): FCALLs in ModeFunctions, else EVALSHAs and then the EVALs of
+// those that met NOSCRIPT.
 func (r *runner) RunMulti(ctx context.Context, calls []redisstore.Call) {
-	cmds := make([]*redis.Cmd, len(calls))
+	m, err := r.fn.Mode(ctx, r.load)
+	if err != nil {
+		for i := range calls {
+			calls[i].Err = err
+		}
+		return
+	}
+	fcall := func(p redis.Pipeliner, c redisstore.Call) *redis.Cmd {
+		return p.FCall(ctx, c.Script.Function(), c.Keys, toAny(c.Args)...)
+	}
+	if m == redisstore.ModeFunctions {
+		again := r.pipeline(ctx, calls, nil, fcall)
+		if len(again) == 0 {
+			return
+		}
+		switch r.fn.Retry(ctx, calls[again[0]].Err, r.load) {
+		case redisstore.ModeFunctions:
+			r.pipeline(ctx, calls, again, fcall)
+		case redisstore.ModeScripts:
+			r.evalMulti(ctx, calls, again)
+		}
+		return
+	}
+	r.evalMulti(ctx, calls, nil)
+}
+
+// evalMulti runs calls idx (all when nil) by EVALSHA, then EVAL on NOSCRIPT.
+func (r *runner) evalMulti(ctx context.Context, calls []redisstore.Call, idx []int) {
+	again := r.pipeline(ctx, calls, idx, func(p redis.Pipeliner, c redisstore.Call) *redis.Cmd {
+		return p.EvalSha(ctx, c.Script.SHA1(), c.Keys, toAny(c.Args)...)
+	})
+	if len(again) > 0 {
+		r.pipeline(ctx, calls, again, func(p redis.Pipeliner, c redisstore.Call) *redis.Cmd {
+			return p.Eval(ctx, c.Script.Source(), c.Keys, toAny(c.Args)...)
+		})
+	}
+}
+
+// pipeline sends calls idx (all when nil) built by cmd in one pipeline, sets
+// their replies and errors, and returns the indexes of those that failed
+// because the server lacks the function or the script, for the caller to
+// retry otherwise.
+func (r *runner) pipeline(ctx context.Context, calls []redisstore.Call, idx []int, cmd func(redis.Pipeliner, redisstore.Call) *redis.Cmd) []int {
+	if idx == nil {
+		idx = make([]int, len(calls))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	cmds := make([]*redis.Cmd, len(idx))
 	pipe := r.c.Pipeline()
-	for i, c := range calls {
-		cmds[i] = pipe.EvalSha(ctx, c.Script.SHA1(), c.Keys, toAny(c.Args)...)
+	for j, i := range idx {
+		cmds[j] = cmd(pipe, calls[i])
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	var again []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	for j, c := range cmds {
+		i := idx[j]
+		calls[i].Err = copyReply(c, calls[i].Reply)
+		if err := c.Err(); redis.HasErrorPrefix(err, "NOSCRIPT") || redisstore.FunctionMissing(err) || redisstore.FunctionsRefused(err) {
 			again = append(again, i)
-			continue
 		}
-		calls[i].Err = copyReply(cmd, calls[i].Reply)
 	}
-	if len(again) == 0 {
-		return
-	}
-	pipe = r.c.Pipeline()
-	for _, i := range again {
-		c := calls[i]
-		cmds[i] = pipe.Eval(ctx, c.Script.Source(), c.Keys, toAny(c.Args)...)
-	}
-	_, _ = pipe.Exec(ctx)
-	for _, i := range again {
-		calls[i].Err = copyReply(cmds[i], calls[i].Reply)
-	}
+	return again
 }
 
 // Colocated: one server holds every key; a Cluster needs one slot; elsewhere
@@ -118,7 +204,11 @@ func toAny(args []string) []any {
 	return a
 }
 
+// copyReply copies an integer array reply, or a packed one, into reply.
 func copyReply(cmd *redis.Cmd, reply []int64) error {
+	if s, ok := cmd.Val().(string); ok && cmd.Err() == nil {
+		return redisstore.DecodeReply(s, reply)
+	}
 	vals, err := cmd.Int64Slice()
 	if err != nil {
 		return err

@@ -32,6 +32,9 @@ func target(c redis.UniversalClient, forEach func(func(*redis.Client) error) err
 			if err := forEach(func(n *redis.Client) error { return n.ScriptFlush(ctx).Err() }); err != nil {
 				t.Errorf("SCRIPT FLUSH: %v", err)
 			}
+			if err := forEach(func(n *redis.Client) error { return n.FunctionFlush(ctx).Err() }); err != nil {
+				t.Errorf("FUNCTION FLUSH: %v", err)
+			}
 		},
 	}
 }
@@ -59,4 +62,27 @@ func TestCluster(t *testing.T) {
 	t.Run("DifferentialOneSlot", func(t *testing.T) { rstest.Differential(t, tg, 300, true) })
 	t.Run("NoScript", func(t *testing.T) { rstest.NoScript(t, tg) })
 	t.Run("CrossSlotRace", func(t *testing.T) { rstest.CrossSlotRace(t, tg) })
+}
+
+// TestMode: Redis 7 runs the library's functions; a user whose ACL refuses
+// FUNCTION and FCALL gets the scripts, chosen by the store itself, which pass
+// the same suite.
+func TestMode(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	if m, err := goredis.New(c).Mode(ctx); err != nil || m != redisstore.ModeFunctions {
+		t.Fatalf("Mode = %q, %v; want %q", m, err, redisstore.ModeFunctions)
+	}
+	if _, err := srv.Do("ACL", "SETUSER", "nofunc", "on", ">pw", "~*", "&*", "+@all", "-function", "-fcall", "-fcall_ro"); err != nil {
+		t.Fatal(err)
+	}
+	limited := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "nofunc", Password: "pw"})
+	t.Cleanup(func() { limited.Close() })
+	tg := target(limited, func(f func(*redis.Client) error) error { return f(limited) })
+	if m, err := tg.New(t).Mode(ctx); err != nil || m != redisstore.ModeScripts {
+		t.Fatalf("Mode with FUNCTION refused = %q, %v; want %q", m, err, redisstore.ModeScripts)
+	}
+	t.Run("Conformance", func(t *testing.T) { rstest.Conformance(t, tg) })
 }

@@ -1,4 +1,4 @@
--- Fixed window (sluice/fixed_window.go). State "last:count": the instant of
+-- Fixed window (sluice/fixed_window.go). State (last, count): the instant of
 -- the last admission and the units admitted in its window.
 ALG.fw = {
   decide = function(key, P, L, C, T, n, now)
@@ -23,7 +23,7 @@ ALG.fw = {
     end
     local w
     if allowed and n > 0 then
-      w = int(now) .. ':' .. int(count)
+      w = enc2(now, count)
     end
     return allowed, L - count, retry, start + P - now, 0, w, start + P, start, 0
   end,
@@ -41,7 +41,7 @@ ALG.fw = {
     if cnt <= 0 or start + P <= now then
       redis.call('DEL', key)
     else
-      put(key, int(last) .. ':' .. int(cnt), start + P)
+      put(key, enc2(last, cnt), start + P)
     end
   end,
 }

@@ -1,7 +1,6 @@
--- GCRA (sluice/gcra.go). State: the theoretical arrival time (TAT), a plain
--- integer. gcra_decide also serves the leaky bucket, which reports the wait.
+-- GCRA (sluice/gcra.go). State (tat): the theoretical arrival time. gcra_decide also serves the leaky bucket, which reports the wait.
 local function gcra_decide(key, P, L, C, T, n, now)
-  local stored = tonumber(redis.call('GET', key) or '0')
+  local stored = get1(key)
   local tolerance = C * T
   -- After any admission TAT <= then + B*T, so a now before TAT - B*T means the
   -- clock ran backwards: take the earliest instant the state allows.
@@ -21,7 +20,7 @@ local function gcra_decide(key, P, L, C, T, n, now)
   end
   local w
   if allowed and n > 0 then
-    w = int(tat)
+    w = enc1(tat)
   end
   return allowed, remaining, retry, tat - now, wait, w, tat, tat, now
 end
@@ -32,7 +31,7 @@ end
 -- and lost the refill in between (at most now - ref2): that much is kept, so
 -- a refund never makes the bucket fuller than it would be without it.
 local function gcra_refund(key, P, L, C, T, n, tat1, t0, now)
-  local tat = tonumber(redis.call('GET', key) or '0')
+  local tat = get1(key)
   if tat == 0 then
     return
   end
@@ -44,7 +43,7 @@ local function gcra_refund(key, P, L, C, T, n, tat1, t0, now)
   if tat <= now then
     redis.call('DEL', key)
   else
-    put(key, int(tat), tat)
+    put(key, enc1(tat), tat)
   end
 end
 

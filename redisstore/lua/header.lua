@@ -1,11 +1,15 @@
--- Sluice: helpers shared by every script. A script is this header, the files
--- of one or all algorithms, and a main (main.lua or batch.lua); scripts.go
--- assembles them.
+-- Sluice: helpers shared by every script. The function library (Redis 7+)
+-- is this header, every algorithm's file, main.lua, batch.lua and reset.lua,
+-- loaded once; a script (EVALSHA, the fall-back) is the same files and one
+-- line calling decide_one, decide_all or reset_key. scripts.go assembles them.
 --
 -- Lua numbers are doubles. Every quantity here is an integer below 2^53
--- (sluice.Policy.Validate sees to that), so + - * are exact; division goes
--- through tdiv, and numbers are written with string.format('%d') because
--- tostring would print only 14 significant digits.
+-- (sluice.Policy.Validate sees to that), so + - * are exact and division goes
+-- through tdiv. States and replies are little-endian doubles packed with
+-- struct (exact for those integers): no number is formatted or parsed as
+-- text on the way, which would cost more than the decision itself. (The
+-- function library cannot bind struct's functions to locals: its load-time
+-- environment has no struct.)
 
 -- ALG maps an algorithm's code (the key suffix) to {decide, commit, refund}:
 --   decide(key, P, L, C, T, n, now) returns, without writing anything:
@@ -20,7 +24,8 @@ local ALG = {}
 
 -- NOW is the request's instant on the store's clock (client clock or server
 -- TIME), SRV the server's TIME once read (0 before): expiries are set on the
--- server's clock whichever clock decides.
+-- server's clock whichever clock decides. In the function library they
+-- outlive a call, so init sets both on every call.
 local NOW, SRV = 0, 0
 
 local function servertime()
@@ -28,14 +33,19 @@ local function servertime()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- decide_seq reads and writes the string state of its one key once, however
+-- many requests it decides: while HOLD is set, HELD says the key's value is
+-- held in HELD_VAL (false for a missing key) and DIRTY that it awaits its SET,
+-- to expire as of HELD_AT. In the function library they outlive a call, so
+-- init clears them.
+local HOLD, HELD, HELD_VAL, DIRTY, HELD_AT = false, false, false, false, 0
+
 -- init reads the clock: ARGV's now when the client passes one, else TIME.
 local function init(arg)
-  if redis.replicate_commands then
-    redis.replicate_commands() -- Redis < 5: replicate effects, as TIME is used
-  end
+  HOLD, HELD, HELD_VAL, DIRTY = false, false, false, false
   local now = tonumber(arg)
   if now then
-    NOW = now
+    NOW, SRV = now, 0
   else
     NOW = servertime()
     SRV = NOW
@@ -57,48 +67,112 @@ local function tdiv(a, b)
   return q
 end
 
-local function int(x)
-  return string.format('%d', x)
-end
-
--- keep sets key to expire once its state is initial: at reset_at on the
--- store's clock, which is (reset_at - NOW) µs after the server's now. With
--- server time the two are one instant. With a client clock the later of the
--- two is kept, so a client clock running behind the server's cannot expire
--- state early — early expiry forgets consumption and over-admits — and a
--- test clock set in the future keeps state exactly as long as it says.
--- PEXPIREAT w keeps a key through the whole millisecond w, so
--- w = ceil(t / 1000) - 1 keeps it until t and less than 1ms longer.
-local function keep(key, reset_at)
+-- expiry is the Unix ms for PEXPIREAT or PXAT that keeps a key until its
+-- state is initial: at reset_at on the store's clock, which is (reset_at -
+-- NOW) µs after the server's now. With server time the two are one instant.
+-- With a client clock the later of the two is kept, so a client clock running
+-- behind the server's cannot expire state early — early expiry forgets
+-- consumption and over-admits — and a test clock set in the future keeps
+-- state exactly as long as it says. An expiry at w keeps a key through the
+-- whole millisecond w, so w = ceil(t / 1000) - 1 keeps it until t and less
+-- than 1ms longer.
+local function expiry(reset_at)
   if SRV == 0 then
     SRV = servertime()
   end
   local t = math.max(reset_at, SRV + (reset_at - NOW))
-  redis.call('PEXPIREAT', key, tdiv(t + 999, 1000) - 1)
+  return tdiv(t + 999, 1000) - 1
 end
 
--- put stores a string state with its expiry.
+-- keep sets key to expire once its state is initial.
+local function keep(key, reset_at)
+  redis.call('PEXPIREAT', key, expiry(reset_at))
+end
+
+-- put stores a string state with its expiry: one SET with PXAT (Redis 6.2+)
+-- in the function library, SET and PEXPIREAT in the scripts, which must also
+-- run on older servers. PXAT is set by the line scripts.go puts first.
 local function put(key, value, reset_at)
-  redis.call('SET', key, value)
-  keep(key, reset_at)
+  if HOLD then
+    HELD, HELD_VAL, DIRTY, HELD_AT = true, value, true, reset_at
+    return
+  end
+  if PXAT then
+    redis.call('SET', key, value, 'PXAT', expiry(reset_at))
+  else
+    redis.call('SET', key, value)
+    keep(key, reset_at)
+  end
 end
 
--- get2 and get3 read a string state "a:b" or "a:b:c"; a missing key is the
--- initial state, all zeros.
-local function get2(key)
+-- release ends HOLD, writing the held state of key if it changed.
+local function release(key)
+  HOLD = false
+  if DIRTY then
+    put(key, HELD_VAL, HELD_AT)
+  end
+  HELD, HELD_VAL, DIRTY = false, false, false
+end
+
+-- read returns key's string value (false if missing), held while HOLD is set.
+local function read(key)
+  if HELD then
+    return HELD_VAL
+  end
   local v = redis.call('GET', key)
+  if HOLD then
+    HELD, HELD_VAL = true, v
+  end
+  return v
+end
+
+-- A state of one, two or three integers is stored as a zero byte and that
+-- many doubles (struct '<xd', '<xdd', '<xddd'); enc1 to enc3 write it, get1
+-- to get3 read it, a missing key being the initial state, all zeros. A state
+-- that does not start with a zero byte is the decimal text ("a", "a:b",
+-- "a:b:c") of an earlier version of Sluice, still read.
+local function enc1(a)
+  return struct.pack('<xd', a)
+end
+
+local function enc2(a, b)
+  return struct.pack('<xdd', a, b)
+end
+
+local function enc3(a, b, c)
+  return struct.pack('<xddd', a, b, c)
+end
+
+local function get1(key)
+  local v = read(key)
+  if not v then
+    return 0
+  elseif string.byte(v) ~= 0 then
+    return tonumber(v)
+  end
+  return (struct.unpack('<xd', v))
+end
+
+local function get2(key)
+  local v = read(key)
   if not v then
     return 0, 0
+  elseif string.byte(v) ~= 0 then
+    local a, b = string.match(v, '^(-?%d+):(-?%d+)$')
+    return tonumber(a), tonumber(b)
   end
-  local a, b = string.match(v, '^(-?%d+):(-?%d+)$')
-  return tonumber(a), tonumber(b)
+  local a, b = struct.unpack('<xdd', v)
+  return a, b
 end
 
 local function get3(key)
-  local v = redis.call('GET', key)
+  local v = read(key)
   if not v then
     return 0, 0, 0
+  elseif string.byte(v) ~= 0 then
+    local a, b, c = string.match(v, '^(-?%d+):(-?%d+):(-?%d+)$')
+    return tonumber(a), tonumber(b), tonumber(c)
   end
-  local a, b, c = string.match(v, '^(-?%d+):(-?%d+):(-?%d+)$')
-  return tonumber(a), tonumber(b), tonumber(c)
+  local a, b, c = struct.unpack('<xddd', v)
+  return a, b, c
 end

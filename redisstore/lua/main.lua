@@ -1,23 +1,25 @@
--- main: one request on KEYS[1] with the algorithm `alg` (the line scripts.go
--- puts before this file).
--- ARGV: now ('' = server TIME), mode, P, L, C, T, n [, ref1, ref2]; modes:
+-- decide_one: one request on keys[1] with the algorithm alg.
+-- argv: now ('' = server TIME), mode, P, L, C, T, n [, ref1, ref2]; modes:
 --   'w' decide and write the admission;
 --   'd' dry run: decide, write nothing, and report the key as a peek sees it
 --       (what a denied all-or-nothing batch answers);
 --   'r' refund the admission that returned ref1, ref2.
--- Reply: {allowed, remaining, retry_after, reset_after, delay, ref1, ref2}.
-init(ARGV[1])
-local key, mode = KEYS[1], ARGV[2]
-local P, L, C, T, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-if mode == 'r' then
-  alg.refund(key, P, L, C, T, n, tonumber(ARGV[8]), tonumber(ARGV[9]), NOW)
-  return { 0, 0, 0, 0, 0, 0, 0 }
+-- Reply: allowed, remaining, retry_after, reset_after, delay, ref1, ref2 as
+-- seven packed doubles (a string: far cheaper for Redis than an array).
+local function decide_one(alg, keys, argv)
+  init(argv[1])
+  local key, mode = keys[1], argv[2]
+  local P, L, C, T, n = tonumber(argv[3]), tonumber(argv[4]), tonumber(argv[5]), tonumber(argv[6]), tonumber(argv[7])
+  if mode == 'r' then
+    alg.refund(key, P, L, C, T, n, tonumber(argv[8]), tonumber(argv[9]), NOW)
+    return struct.pack('<ddddddd', 0, 0, 0, 0, 0, 0, 0)
+  end
+  local allowed, remaining, retry, reset, delay, w, reset_at, r1, r2 = alg.decide(key, P, L, C, T, n, NOW)
+  if mode == 'd' then
+    local _
+    _, remaining, _, reset, delay = alg.decide(key, P, L, C, T, 0, NOW)
+  elseif w then
+    alg.commit(key, w, reset_at)
+  end
+  return struct.pack('<ddddddd', allowed and 1 or 0, remaining, retry, reset, delay, r1 or 0, r2 or 0)
 end
-local allowed, remaining, retry, reset, delay, w, reset_at, r1, r2 = alg.decide(key, P, L, C, T, n, NOW)
-if mode == 'd' then
-  local _
-  _, remaining, _, reset, delay = alg.decide(key, P, L, C, T, 0, NOW)
-elseif w then
-  alg.commit(key, w, reset_at)
-end
-return { allowed and 1 or 0, remaining, retry, reset, delay, r1 or 0, r2 or 0 }

@@ -1,2 +1,4 @@
--- Forget one key's state. KEYS[1]: the key. Returns {1} if it existed, else {0}.
-return {redis.call('DEL', KEYS[1])}
+-- reset_key forgets one key's state, keys[1]. Reply: {1} if it existed, else {0}.
+local function reset_key(keys)
+  return { redis.call('DEL', keys[1]) }
+end

@@ -1,25 +1,34 @@
 -- Sliding log (sluice/sliding_log.go). State: a list of the admitted entries,
--- oldest first, each "ts:cost:cum" where cum is the running total of every
--- cost pushed so far (the newest entry's included). Differences of cum give
+-- oldest first, each (ts, cost, cum) packed as enc3 does, where cum is the
+-- running total of every cost pushed so far (the newest entry's included). Differences of cum give
 -- the sum of any run of entries, so a decision reads O(log n) entries instead
 -- of the whole log, and the list is all the state there is.
 
+-- sl_parse reads an entry: packed, or the text "ts:cost:cum" of an earlier
+-- version of Sluice.
 local function sl_parse(v)
-  local ts, cost, cum = string.match(v, '^(-?%d+):(%d+):(%d+)$')
-  return tonumber(ts), tonumber(cost), tonumber(cum)
+  if string.byte(v) ~= 0 then
+    local ts, cost, cum = string.match(v, '^(-?%d+):(%d+):(%d+)$')
+    return tonumber(ts), tonumber(cost), tonumber(cum)
+  end
+  return struct.unpack('<xddd', v)
 end
 
 local function sl_at(key, i)
   return sl_parse(redis.call('LINDEX', key, i))
 end
 
--- sl_first returns the smallest index in [lo, hi] whose entry satisfies
--- ok(ts, cum), given that hi's does and that ok stays true once it is.
-local function sl_first(key, lo, hi, ok)
+-- sl_first returns the smallest index in [lo, hi] whose entry has a ts (by
+-- cum false) or a cum of at least bound, given that hi's does; both grow
+-- along the list.
+local function sl_first(key, lo, hi, by_cum, bound)
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     local ts, _, cum = sl_at(key, mid)
-    if ok(ts, cum) then
+    if by_cum then
+      ts = cum
+    end
+    if ts >= bound then
       hi = mid
     else
       lo = mid + 1
@@ -43,7 +52,7 @@ ALG.sl = {
       local horizon = now - P -- entries at or before it have left the period
       if ts > horizon then
         newest = ts
-        first = sl_first(key, 0, len - 1, function(t, _) return t > horizon end)
+        first = sl_first(key, 0, len - 1, false, horizon + 1) -- integers: ts > horizon
         local _, fcost, fcum = sl_at(key, first)
         sum = c - (fcum - fcost)
       end
@@ -54,13 +63,13 @@ ALG.sl = {
       allowed = true
       if n > 0 then
         sum, cum, newest = sum + n, cum + n, now
-        w = { first, len, int(now) .. ':' .. int(n) .. ':' .. int(cum) }
+        w = { first, len, enc3(now, n, cum) }
       end
     else
       -- Entries leave oldest first: wait for the first whose departure frees
       -- enough, the oldest live entry with cum - base >= sum + n - L.
       local need = base + sum + n - L
-      local i = sl_first(key, first, len - 1, function(_, c) return c >= need end)
+      local i = sl_first(key, first, len - 1, true, need)
       retry = sl_at(key, i) + P - now
     end
     if not newest then
@@ -84,7 +93,7 @@ ALG.sl = {
   -- refund removes the entry admitted at ref1 with running total ref2. The
   -- entries pushed after it carry its cost in their running totals: take it out.
   refund = function(key, P, L, C, T, n, ts, cum, now)
-    local target = int(ts) .. ':' .. int(n) .. ':' .. int(cum)
+    local target = enc3(ts, n, cum)
     local len = redis.call('LLEN', key)
     local i = len - 1
     while i >= 0 do
@@ -103,7 +112,7 @@ ALG.sl = {
     end
     for j = i + 1, len - 1 do
       local ets, ecost, ecum = sl_at(key, j)
-      redis.call('LSET', key, j, int(ets) .. ':' .. int(ecost) .. ':' .. int(ecum - n))
+      redis.call('LSET', key, j, enc3(ets, ecost, ecum - n))
     end
     redis.call('LREM', key, -1, target)
     if len == 1 then

@@ -1,4 +1,4 @@
--- Sliding window counter (sluice/sliding_window.go). State "last:cur:prev":
+-- Sliding window counter (sluice/sliding_window.go). State (last, cur, prev):
 -- the instant of the last admission, the units of its window and those of
 -- the window before.
 local function sw_retry(P, L, e, cur, prev, n)
@@ -61,7 +61,7 @@ ALG.sw = {
     end
     local w
     if allowed and n > 0 then
-      w = int(now) .. ':' .. int(cur) .. ':' .. int(prev)
+      w = enc3(now, cur, prev)
     end
     return allowed, remaining, retry, reset_at - now, 0, w, reset_at, start, 0
   end,
@@ -86,7 +86,7 @@ ALG.sw = {
     if not reset_at or reset_at <= now then
       redis.call('DEL', key)
     else
-      put(key, int(last) .. ':' .. int(cur) .. ':' .. int(prev), reset_at)
+      put(key, enc3(last, cur, prev), reset_at)
     end
   end,
 }

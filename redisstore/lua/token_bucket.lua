@@ -1,4 +1,4 @@
--- Token bucket (sluice/token_bucket.go). State "last:missing": the last
+-- Token bucket (sluice/token_bucket.go). State (last, missing): the last
 -- refill and the credit missing from a full bucket, in µs (units x T).
 ALG.tb = {
   decide = function(key, P, L, C, T, n, now)
@@ -21,7 +21,7 @@ ALG.tb = {
     end
     local w
     if allowed and n > 0 then
-      w = int(last) .. ':' .. int(missing)
+      w = enc2(last, missing)
     end
     -- The bucket is full again at last + missing (later than now + missing
     -- if the clock ran backwards); the key must live that long.
@@ -48,7 +48,7 @@ ALG.tb = {
     if left <= 0 then
       redis.call('DEL', key)
     else
-      put(key, int(last) .. ':' .. int(missing), last + missing)
+      put(key, enc2(last, missing), last + missing)
     end
   end,
 }

@@ -1,7 +1,7 @@
 // Package rstest holds the tests every Runner of package redisstore passes —
 // the rueidis one and the go-redis one — against a real Redis or Redis
 // Cluster: the conformance suite, a differential test against sluice.Decide,
-// and script reloading after SCRIPT FLUSH.
+// and reloading the Lua after SCRIPT FLUSH and FUNCTION FLUSH.
 package rstest
 
 import (
@@ -23,7 +23,8 @@ type Target struct {
 	// ExpireTime returns PEXPIRETIME key: the Unix ms through which the key
 	// lives, -2 when it does not exist, -1 when it never expires.
 	ExpireTime func(t *testing.T, key string) int64
-	// FlushScripts runs SCRIPT FLUSH on every node.
+	// FlushScripts runs SCRIPT FLUSH and FUNCTION FLUSH on every node: the
+	// server forgets the store's Lua, as after a restart with no data.
 	FlushScripts func(t *testing.T)
 }
 
