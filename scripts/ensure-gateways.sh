@@ -3,6 +3,8 @@
 # forward-auth tests, which run both in front of a test upstream. Needs root
 # for apt-get.
 set -euo pipefail
+# Debian installs nginx in /usr/sbin, which is on root's PATH only.
+PATH=$PATH:/usr/sbin
 missing=()
 command -v caddy >/dev/null 2>&1 || missing+=(caddy)
 command -v nginx >/dev/null 2>&1 || missing+=(nginx)
