@@ -13,11 +13,11 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 BIN     ?= bin/sluice
 
-.PHONY: test vet lint unit bench redis fmt fuzz build
+.PHONY: test vet lint unit bench redis gateways fmt fuzz build
 
 ## test: vet, gofmt and staticcheck, every test with the race detector
 ## (installs redis-server if needed), then the deployment checks
-test: redis vet lint unit deploy-check
+test: redis gateways vet lint unit deploy-check
 
 vet:
 	$(GO) vet $(PKGS)
@@ -39,6 +39,10 @@ build:
 ## redis: make sure redis-server and redis-cli are installed (apt-get as root)
 redis:
 	@scripts/ensure-redis.sh
+
+## gateways: make sure caddy and nginx are installed, for the forward-auth tests
+gateways:
+	@scripts/ensure-gateways.sh
 
 ## bench: Go benchmarks with -benchmem (COUNT runs each; compare with benchstat)
 bench:

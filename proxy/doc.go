@@ -21,4 +21,10 @@
 // forwarded as sent. The upstream sees the upstream's Host, the original host
 // in X-Forwarded-Host, and X-Forwarded-For / X-Forwarded-Proto as
 // httputil.ProxyRequest.SetXForwarded writes them.
+//
+// ForwardAuth serves the same routes to gateways that ask before they
+// forward (Traefik's ForwardAuth, Caddy's forward_auth, nginx's
+// auth_request): it rebuilds the request a gateway describes in
+// X-Forwarded-Method, X-Forwarded-Uri and X-Forwarded-Host and answers 200
+// to admit it or 429 (403 for nginx) to deny it, with the same fields.
 package proxy

@@ -40,23 +40,38 @@ func LimitOptions(opts ...httplimit.Option) Option {
 // any, prefixes every request's). Every limiter uses store, so several
 // proxies on one shared store (Redis) enforce one limit together.
 func New(cfg *config.Config, store sluice.Store, upstream *url.URL, opts ...Option) (http.Handler, error) {
+	if err := checkUpstream(upstream); err != nil {
+		return nil, err
+	}
+	o := newOptions(opts)
+	if o.transport == nil {
+		o.transport = NewTransport()
+	}
+	return newRouter(cfg, store, newReverseProxy(upstream, o.transport, o.logger), nil, o)
+}
+
+func newOptions(opts []Option) options {
+	o := options{logger: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// newRouter builds the routes of cfg.Proxy in front of next, which serves
+// every request that is admitted or matches no route; extra options go to
+// every route's middleware after the caller's. Both the proxy and the
+// forward-auth endpoint route with it, so they limit a request alike.
+func newRouter(cfg *config.Config, store sluice.Store, next http.Handler,
+	extra []httplimit.Option, o options) (*handler, error) {
 	if cfg == nil || cfg.Proxy == nil {
 		return nil, errors.New("proxy: the configuration has no proxy: section")
 	}
 	if store == nil {
 		return nil, errors.New("proxy: store is nil")
 	}
-	if err := checkUpstream(upstream); err != nil {
-		return nil, err
-	}
-	o := options{logger: slog.Default()}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.transport == nil {
-		o.transport = NewTransport()
-	}
-	h := &handler{next: newReverseProxy(upstream, o.transport, o.logger)}
+	o.limitOpts = append(o.limitOpts[:len(o.limitOpts):len(o.limitOpts)], extra...)
+	h := &handler{next: next}
 	limiters := map[string]*sluice.Limiter{}
 	for i, rc := range cfg.Proxy.Routes {
 		rt, err := newRoute(cfg, rc, store, limiters, h.next, o)

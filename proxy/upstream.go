@@ -71,17 +71,22 @@ func upstreamError(log *slog.Logger) func(http.ResponseWriter, *http.Request, er
 		default:
 			log.WarnContext(r.Context(), "proxy: upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
-		body, _ := json.Marshal(struct {
-			Type   string `json:"type"`
-			Title  string `json:"title"`
-			Status int    `json:"status"`
-			Detail string `json:"detail"`
-		}{ProblemUpstream, http.StatusText(status), status, detail})
-		h := w.Header()
-		h.Set("Content-Type", "application/problem+json")
-		h.Set("Cache-Control", "no-store")
-		h.Set("X-Content-Type-Options", "nosniff")
-		w.WriteHeader(status)
-		w.Write(body)
+		writeProblem(w, ProblemUpstream, status, detail)
 	}
+}
+
+// writeProblem answers with an RFC 9457 problem+json body.
+func writeProblem(w http.ResponseWriter, typ string, status int, detail string) {
+	body, _ := json.Marshal(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{typ, http.StatusText(status), status, detail})
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(body)
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/service"
@@ -21,6 +22,7 @@ import (
 type proxyOptions struct {
 	configs   stringList
 	upstream  string
+	fwdAuth   bool
 	listen    string
 	storeURL  string
 	logFormat string
@@ -45,13 +47,21 @@ them. The flag overrides the configuration's store.url.
 
 An upstream that cannot be reached gives 502 (504 when it does not answer
 within 60 s). The configuration is read at start; restart to change it.
-SIGTERM or SIGINT shuts down gracefully.`
+SIGTERM or SIGINT shuts down gracefully.
+
+With --forward-auth instead of --upstream, it forwards nothing: it answers a
+gateway's forward-auth requests (Traefik ForwardAuth, Caddy forward_auth,
+nginx auth_request) on /v1/forward-auth — 200 to let the request through, 429
+with Retry-After to deny it — and on /v1/forward-auth/nginx, which denies with
+403 for nginx. The gateway must be in proxy.trusted_proxies for the client
+address it sends in X-Forwarded-For to count. See docs/gateways.md.`
 
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o proxyOptions
-	fs := newFlagSet("proxy", "sluice proxy --config FILE [--config FILE...] --upstream URL [--listen ADDR] [--store URL]", proxyDescription, stderr)
+	fs := newFlagSet("proxy", "sluice proxy --config FILE [--config FILE...] --upstream URL|--forward-auth [--listen ADDR] [--store URL]", proxyDescription, stderr)
 	fs.Var(&o.configs, "config", "a configuration `file` with a proxy: section and policies; repeat for several")
 	fs.StringVar(&o.upstream, "upstream", "", "the `URL` of the service to forward to, such as http://127.0.0.1:9000 (required)")
+	fs.BoolVar(&o.fwdAuth, "forward-auth", false, "forward nothing: answer a gateway's forward-auth requests on /v1/forward-auth (and /v1/forward-auth/nginx)")
 	fs.StringVar(&o.listen, "listen", ":8080", "listen `address` of the proxy")
 	fs.StringVar(&o.storeURL, "store", "", "the store `URL`: memory:// or redis://host:port (default: the config's store.url, else memory://)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -64,8 +74,12 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "proxy: give at least one --config file (try examples/proxy.yaml)")
 		return 2
 	}
-	if o.upstream == "" {
-		fmt.Fprintln(stderr, "proxy: give the --upstream URL to forward to, such as http://127.0.0.1:9000")
+	if o.upstream == "" && !o.fwdAuth {
+		fmt.Fprintln(stderr, "proxy: give the --upstream URL to forward to, such as http://127.0.0.1:9000, or --forward-auth")
+		return 2
+	}
+	if o.upstream != "" && o.fwdAuth {
+		fmt.Fprintln(stderr, "proxy: --forward-auth forwards nothing: give it or --upstream, not both")
 		return 2
 	}
 	log, err := newLogger(stderr, o.logFormat, o.logLevel)
@@ -105,9 +119,12 @@ func parseUpstream(raw string) (*url.URL, error) {
 // startProxy loads the configuration, opens the store, starts listening and
 // serving, and returns; the proxy runs until ctx ends.
 func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxyServer, error) {
-	upstream, err := parseUpstream(o.upstream)
-	if err != nil {
-		return nil, err
+	var upstream *url.URL // nil with --forward-auth
+	if !o.fwdAuth {
+		var err error
+		if upstream, err = parseUpstream(o.upstream); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := config.Load(o.configs...)
 	if err != nil {
@@ -121,7 +138,7 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 	if err != nil {
 		return nil, err
 	}
-	h, err := proxy.New(cfg, store, upstream, proxy.Logger(log))
+	h, target, err := proxyHandler(cfg, store, upstream, log)
 	if err != nil {
 		closeStore()
 		return nil, err
@@ -149,7 +166,7 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 		}
 	})
 	log.Info("sluice proxying", "version", buildVersion(), "listen", s.addr.String(),
-		"upstream", upstream.Redacted(), "store", service.RedactURL(storeCfg.URL), "routes", len(cfg.Proxy.Routes))
+		"upstream", target, "store", service.RedactURL(storeCfg.URL), "routes", len(cfg.Proxy.Routes))
 
 	go func() {
 		defer close(s.done)
@@ -165,4 +182,15 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 		log.Info("stopped")
 	}()
 	return s, nil
+}
+
+// proxyHandler is the reverse proxy to upstream or, when upstream is nil
+// (--forward-auth), the forward-auth endpoint; target says which, for the log.
+func proxyHandler(cfg *config.Config, store sluice.Store, upstream *url.URL, log *slog.Logger) (h http.Handler, target string, err error) {
+	if upstream == nil {
+		h, err = proxy.ForwardAuth(cfg, store, proxy.Logger(log))
+		return h, "none (forward-auth)", err
+	}
+	h, err = proxy.New(cfg, store, upstream, proxy.Logger(log))
+	return h, upstream.Redacted(), err
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,6 +82,39 @@ func TestProxyEndToEnd(t *testing.T) {
 	}
 }
 
+// TestProxyForwardAuth runs the proxy command with --forward-auth: it
+// answers a gateway's questions on /v1/forward-auth and forwards nothing.
+func TestProxyForwardAuth(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "proxy.yaml")
+	writeFile(t, path, proxyTestConfig)
+	log, _ := newLogger(io.Discard, "text", "info")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := proxyOptions{configs: stringList{path}, fwdAuth: true, listen: "127.0.0.1:0", shutdown: 5 * time.Second}
+	srv, err := startProxy(ctx, o, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); srv.wait() }()
+	var got []string
+	for _, path := range []string{"/v1/forward-auth", "/v1/forward-auth", "/v1/forward-auth/nginx"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.addr.String()+path, nil)
+		req.Header.Set("X-Forwarded-Method", "GET")
+		req.Header.Set("X-Forwarded-Uri", "/hello")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		// The hour's window is aligned to the clock: any wait up to an hour.
+		retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		got = append(got, fmt.Sprint(resp.StatusCode, " ", retry > 0 && retry <= 3600))
+	}
+	if want := []string{"200 false", "429 true", "403 true"}; !slices.Equal(got, want) {
+		t.Errorf("answers (status, has Retry-After) %q, want %q", got, want)
+	}
+}
+
 func TestProxyFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -88,7 +124,9 @@ func TestProxyFlags(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:9"}, 2, "give at least one --config"},
 		{[]string{"--config", "x.yaml"}, 2, "give the --upstream URL"},
 		{[]string{"--config", "x.yaml", "--upstream", "127.0.0.1:9000"}, 1, "want an http:// or https:// URL"},
+		{[]string{"--config", "x.yaml", "--upstream", "http://127.0.0.1:9", "--forward-auth"}, 2, "not both"},
 		{[]string{"--help"}, 0, "Proxy puts rate limits in front of an HTTP service"},
+		{[]string{"--help"}, 0, "--forward-auth"},
 	} {
 		var stderr strings.Builder
 		code := runProxy(context.Background(), tc.args, io.Discard, &stderr)
