@@ -73,8 +73,9 @@ func WithClock(c sluice.Clock) Option { return func(cf *config) { cf.clock = c }
 // WithMaxKeys bounds the number of keys held (n ≥ 1). Default DefaultMaxKeys.
 func WithMaxKeys(n int) Option { return func(cf *config) { cf.maxKeys = max(1, n) } }
 
-// WithMaxBytes bounds the bytes the keys take, as charged: each key's length
-// plus a fixed overhead per key plus 16 bytes per sliding_log entry it holds.
+// WithMaxBytes bounds the bytes the keys take, as charged: each key twice its
+// length (for the allocator's rounding and fragmentation) plus a fixed
+// overhead per key plus 16 bytes per sliding_log entry it holds.
 // Default DefaultMaxBytes; at least one long key's worth.
 func WithMaxBytes(n int64) Option {
 	return func(cf *config) { cf.maxBytes = max(entryBytes(sluice.MaxKeyLen, 0), n) }

@@ -36,7 +36,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	scheme, _, _ := strings.Cut(cfg.URL, "://")
 	switch strings.ToLower(scheme) {
 	case "", "memory":
-		return memory.New(memory.WithMaxKeys(maxKeys(cfg))), func() {}, nil
+		return memory.New(memoryOptions(cfg)...), func() {}, nil
 	case "redis", "rediss", "unix":
 	default:
 		return nil, nil, fmt.Errorf("store %s: unknown scheme %q (want memory, redis, rediss or unix)", RedactURL(cfg.URL), scheme)
@@ -80,7 +80,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		failover.WithTimeout(timeout),
 		failover.WithBreaker(cfg.Breaker.Failures, cfg.Breaker.Cooldown),
 		failover.WithNodes(cfg.Nodes),
-		failover.WithLocal(memory.New(memory.WithMaxKeys(maxKeys(cfg)))),
+		failover.WithLocal(memory.New(memoryOptions(cfg)...)),
 		failover.WithStateChange(func(from, to failover.BreakerState) {
 			level := slog.LevelWarn
 			if to == failover.BreakerClosed {
@@ -91,11 +91,17 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	return fs, rs.Close, nil
 }
 
-func maxKeys(cfg config.Store) int {
+// memoryOptions bounds the memory store (or the local fallback) as configured;
+// unset bounds keep memory's defaults.
+func memoryOptions(cfg config.Store) []memory.Option {
+	var opts []memory.Option
 	if cfg.MaxKeys > 0 {
-		return cfg.MaxKeys
+		opts = append(opts, memory.WithMaxKeys(cfg.MaxKeys))
 	}
-	return memory.DefaultMaxKeys
+	if cfg.MaxBytes > 0 {
+		opts = append(opts, memory.WithMaxBytes(cfg.MaxBytes))
+	}
+	return opts
 }
 
 // tlsConfig builds the TLS configuration of the store.tls section.
