@@ -143,7 +143,7 @@ func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, er
 		}
 	case found:
 		logCap = nextLogCap(logCap, st.Log.Len(), next, res.Allowed && req.Cost > 0)
-		if grown := entryBytes(len(id.key), logCap) - entryBytes(len(id.key), sh.entries[i].logCap); grown > 0 {
+		if grown := int64(logCap-sh.entries[i].logCap) * logEntryBytes; grown > 0 {
 			sh.entries[i].pinned = true
 			ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
 			i, _ = sh.find(h, id) // evictions move entries

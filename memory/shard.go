@@ -74,9 +74,11 @@ func (sh *shard) update(i int32, p *sluice.Policy, st sluice.State, res sluice.R
 		// the state was last at; never forget it earlier than before.
 		expires = max(expires, e.expires)
 	}
-	bytes := entryBytes(len(e.id.key), logCap) - entryBytes(len(e.id.key), e.logCap)
-	sh.bytes += bytes
-	e.usage.bytes.Add(bytes)
+	if logCap != e.logCap { // only a log's buffer changes the charge
+		bytes := int64(logCap-e.logCap) * logEntryBytes
+		sh.bytes += bytes
+		e.usage.bytes.Add(bytes) // shared by every shard: not on every decision
+	}
 	e.alg, e.expires, e.safeAt, e.state, e.logCap = p.Algorithm, expires, safeAt(p, res, now, expires), st, logCap
 }
 
