@@ -125,8 +125,10 @@ func (s *Store) makeRoom(sh *shard, u *usage, keys int, bytes int64, now int64) 
 		if victim < 0 {
 			return false, wait
 		}
+		if sh.entries[victim].expires > now { // not merely expired
+			s.evicted.Add(1)
+		}
 		sh.remove(victim)
-		s.evicted.Add(1)
 	}
 	return true, 0
 }
