@@ -149,3 +149,37 @@ func BenchmarkPeerXTimeRateMap(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFloor measures what every decision on this store pays before the
+// store's own work: the shared decision math (sluice.Decide, per algorithm, on
+// a state in a local variable) and reading the monotonic clock.
+func BenchmarkFloor(b *testing.B) {
+	for _, a := range sluice.Algorithms {
+		b.Run("decide/"+string(a), func(b *testing.B) {
+			p := &sluice.Policy{Name: "bench", Algorithm: a, Limit: benchLimit, Period: benchPeriod}
+			var st sluice.State
+			now := time.Now().UnixMicro()
+			start := cpuTime(b)
+			for b.Loop() {
+				next, res := sluice.Decide(p, st, now, 1)
+				if res.Allowed {
+					st = next
+				}
+				now += 3600 // one emission interval: a steady, mostly admitted stream
+			}
+			b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+		})
+	}
+	b.Run("clock", func(b *testing.B) {
+		anchor := time.Now()
+		var sum time.Duration
+		start := cpuTime(b)
+		for b.Loop() {
+			sum += time.Since(anchor)
+		}
+		b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+		if sum < 0 {
+			b.Fatal("clock ran backwards")
+		}
+	})
+}
