@@ -81,6 +81,9 @@ type Store struct {
 	// MaxKeys bounds the keys the memory store (and the local fallback)
 	// holds; 0 means memory.DefaultMaxKeys.
 	MaxKeys int
+	// MaxBytes bounds the bytes their keys take, as the memory store charges
+	// them; 0 means memory.DefaultMaxBytes.
+	MaxBytes int64
 	// PasswordFile names a file holding the Redis password, which then
 	// replaces any password in URL (so the URL can sit in a config map and
 	// the password in a secret). Relative to the config file's directory.

@@ -45,7 +45,7 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 // store reads the store section. The URL is checked only for its scheme:
 // opening it is the server's job, and a half-parsed URL is no better.
 func (p *fileParser) store(n *yaml.Node) *Store {
-	f, ok := p.mapping(n, "store", "url", "timeout", "timeout_min", "timeout_max", "on_error", "nodes", "breaker", "max_keys", "password_file", "tls", "lease")
+	f, ok := p.mapping(n, "store", "url", "timeout", "timeout_min", "timeout_max", "on_error", "nodes", "breaker", "max_keys", "max_bytes", "password_file", "tls", "lease")
 	if !ok {
 		return nil
 	}
@@ -70,6 +70,9 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 	}
 	s.Nodes = p.count(f, "nodes", 1<<20)
 	s.MaxKeys = p.count(f, "max_keys", 1<<40)
+	if s.MaxBytes = int64(p.count(f, "max_bytes", 1<<50)); s.MaxBytes != 0 && s.MaxBytes < 1<<20 {
+		p.errorf(f.get("max_bytes"), "store.max_bytes", "must be at least 1048576 (1 MiB), got %d", s.MaxBytes)
+	}
 	if n := f.get("breaker"); n != nil {
 		if b, ok := p.mapping(n, "store.breaker", "min_calls", "window", "failure_rate", "cooldown", "probes"); ok {
 			s.Breaker.MinCalls = p.count(b, "min_calls", 1<<20)

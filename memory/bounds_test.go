@@ -41,36 +41,39 @@ func TestMaxKeysBoundsKeyRotation(t *testing.T) {
 	}
 }
 
-// When full, the store evicts the keys closest to their reset: forgetting those
-// admits the least extra traffic.
-func TestEvictsKeysClosestToReset(t *testing.T) {
+// When full, the store evicts only keys that are safe to drop (used at most
+// 1/64 of their capacity), the closest to their reset first; a key that has
+// used more is never evicted. A policy alone in the store fills 7/8 of it: the
+// rest is kept for other policies.
+func TestEvictsOnlySafeKeys(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
 	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(64)) // one shard of 64
 	l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 100, Period: time.Hour, Burst: 100})
 	ctx := context.Background()
-	for i := range 64 {
-		cost := int64(1) // light: resets in 36s
+	for i := range 56 {
+		cost := int64(1) // light: safe to drop
 		if i%2 == 0 {
-			cost = 100 // heavy: resets in an hour
+			cost = 2 // heavy: used more than 100/64, never dropped
 		}
 		if r, _ := l.AllowN(ctx, fmt.Sprint("k", i), cost); !r.Allowed {
 			t.Fatalf("key %d denied", i)
 		}
 	}
 	for i := range 16 {
-		l.Allow(ctx, fmt.Sprint("new", i))
-	}
-	if s.Len() != 64 {
-		t.Fatalf("store holds %d keys, want 64", s.Len())
-	}
-	heavy := 0
-	for i := 0; i < 64; i += 2 {
-		if _, ok := s.TTL("p", fmt.Sprint("k", i)); ok {
-			heavy++
+		if r, _ := l.Allow(ctx, fmt.Sprint("new", i)); !r.Allowed {
+			t.Fatalf("new key %d denied while light keys could be dropped: %+v", i, r)
 		}
 	}
-	if heavy < 28 {
-		t.Fatalf("only %d of 32 heavy keys survived 16 evictions; the light ones should go first", heavy)
+	if s.Len() != 56 {
+		t.Fatalf("store holds %d keys, want 56 (7/8 of 64)", s.Len())
+	}
+	for i := 0; i < 56; i += 2 {
+		if _, ok := s.TTL("p", fmt.Sprint("k", i)); !ok {
+			t.Fatalf("heavy key k%d was evicted", i)
+		}
+	}
+	if st := s.Stats(); st.Evicted != 16 || st.Refused != 0 {
+		t.Fatalf("stats %+v, want 16 evicted and none refused", st)
 	}
 }
 
@@ -152,7 +155,9 @@ func TestKeyRotationMemoryBounded(t *testing.T) {
 	const maxKeys = 1 << 16
 	clock := storetest.NewClock(storetest.Epoch)
 	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(maxKeys))
-	p := &sluice.Policy{Name: "per_key", Algorithm: sluice.GCRA, Limit: 10, Period: time.Hour}
+	// 1 of 1,000 used: each attacker key is safe to drop, so the store evicts
+	// them and keeps admitting (bounds_attack_test.go covers keys it may not drop).
+	p := &sluice.Policy{Name: "per_key", Algorithm: sluice.GCRA, Limit: 1000, Period: time.Hour}
 	ctx := context.Background()
 	buf := make([]byte, 0, 32)
 	send := func(i int) {
@@ -165,7 +170,7 @@ func TestKeyRotationMemoryBounded(t *testing.T) {
 	for i := range maxKeys {
 		send(i)
 	}
-	if n := s.Len(); n < maxKeys*9/10 || n > maxKeys {
+	if n := s.Len(); n < maxKeys*8/10 || n > maxKeys {
 		t.Fatalf("after %d distinct keys the store holds %d, want at most %d and close to it", maxKeys, n, maxKeys)
 	}
 	full := heapInUse()

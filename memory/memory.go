@@ -2,34 +2,54 @@
 // process enforces its own limits, and the local fallback when Redis fails.
 //
 // State lives in lock-striped shards so cores rarely contend on one mutex. A
-// decision on an existing key allocates nothing. Memory is bounded: a key whose
-// state is back to initial is forgotten, and at most WithMaxKeys keys are held;
-// when a shard is full, the key closest to its reset is evicted first, because
-// forgetting it admits the least extra traffic.
+// decision on an existing key allocates nothing.
+//
+// Memory is bounded in keys (WithMaxKeys) and bytes (WithMaxBytes), and the
+// bounds never buy an attacker a victim's quota. A key whose state is back to
+// initial is forgotten. Under pressure the store forgets only state that is
+// safe to drop: a key that has used at most 1/64 of its capacity (nothing at
+// all when the capacity is under 64), preferring the one closest to its reset.
+// Each policy has a fair share of the bounds; a policy over its share may use
+// at most 7/8 of the store and replace only its own state, so flooding one
+// policy with new keys never crowds out another's. When there is no room and
+// nothing safe to drop, a new key is denied (Allowed false, RetryAfter set),
+// never admitted uncounted, and counted in Stats().Refused.
 package memory
 
 import (
 	"context"
 	"hash/maphash"
 	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 )
 
 // DefaultMaxKeys is the number of keys a Store holds unless WithMaxKeys says
-// otherwise: about 200 MB with short keys (see docs/algorithms.md).
+// otherwise.
 const DefaultMaxKeys = 1 << 20
+
+// DefaultMaxBytes is the memory a Store's keys may take unless WithMaxBytes
+// says otherwise: each key is charged its length, a fixed overhead and its
+// sliding_log entries (see docs/operations.md for the RSS this gives).
+const DefaultMaxBytes = 256 << 20
 
 const maxShards = 64
 
 // Store is the in-memory store. The zero value is not usable; call New.
 type Store struct {
-	shards   []shard
-	mask     uint64
-	perShard int
-	seed     maphash.Seed
-	now      func() int64 // microseconds since the epoch
+	shards        []shard
+	mask          uint64
+	perShard      int
+	perShardBytes int64
+	maxKeys       int
+	maxBytes      int64
+	seed          maphash.Seed
+	now           func() int64 // microseconds since the epoch
+	budgets       budgets
+	evicted       atomic.Uint64
+	refused       atomic.Uint64
 }
 
 var (
@@ -41,8 +61,9 @@ var (
 type Option func(*config)
 
 type config struct {
-	clock   sluice.Clock
-	maxKeys int
+	clock    sluice.Clock
+	maxKeys  int
+	maxBytes int64
 }
 
 // WithClock makes the store read time from c instead of the monotonic system
@@ -52,24 +73,35 @@ func WithClock(c sluice.Clock) Option { return func(cf *config) { cf.clock = c }
 // WithMaxKeys bounds the number of keys held (n ≥ 1). Default DefaultMaxKeys.
 func WithMaxKeys(n int) Option { return func(cf *config) { cf.maxKeys = max(1, n) } }
 
+// WithMaxBytes bounds the bytes the keys take, as charged: each key twice its
+// length (for the allocator's rounding and fragmentation) plus a fixed
+// overhead per key plus 16 bytes per sliding_log entry it holds.
+// Default DefaultMaxBytes; at least one long key's worth.
+func WithMaxBytes(n int64) Option {
+	return func(cf *config) { cf.maxBytes = max(entryBytes(sluice.MaxKeyLen, 0), n) }
+}
+
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	cf := config{maxKeys: DefaultMaxKeys}
+	cf := config{maxKeys: DefaultMaxKeys, maxBytes: DefaultMaxBytes}
 	for _, o := range opts {
 		o(&cf)
 	}
 	// Each shard should hold a fair number of keys, or uneven hashing would make
 	// the bound much tighter than asked for.
 	n := maxShards
-	for n > 1 && cf.maxKeys/n < 64 {
+	for n > 1 && min(int64(cf.maxKeys), cf.maxBytes/entryOverhead)/int64(n) < 64 {
 		n /= 2
 	}
 	s := &Store{
-		shards:   make([]shard, n),
-		mask:     uint64(n - 1),
-		perShard: max(1, cf.maxKeys/n),
-		seed:     maphash.MakeSeed(),
-		now:      monotonicMicros(),
+		shards:        make([]shard, n),
+		mask:          uint64(n - 1),
+		perShard:      max(1, cf.maxKeys/n),
+		perShardBytes: cf.maxBytes / int64(n),
+		maxKeys:       cf.maxKeys,
+		maxBytes:      cf.maxBytes,
+		seed:          maphash.MakeSeed(),
+		now:           monotonicMicros(),
 	}
 	if cf.clock != nil {
 		clock := cf.clock
@@ -91,77 +123,58 @@ func monotonicMicros() func() int64 {
 
 // Decide implements sluice.Store.
 func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
-	now := s.now()
-	id := entryKey{policy: req.Policy.Name, key: req.Key}
-	h := s.hash(id)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	i, found := sh.find(h, id)
-	var st sluice.State
-	if found && sh.entries[i].alg == req.Policy.Algorithm {
-		st = sh.entries[i].state
-	}
-	next, res := sluice.Decide(req.Policy, st, now, req.Cost)
-	sh.put(h, id, found, i, req.Policy.Algorithm, next, now, res, s.perShard)
-	sh.mu.Unlock()
+	res, _ := s.apply(req.Policy, req.Key, req.Cost > 0, func(st sluice.State, now int64) (sluice.State, sluice.Result) {
+		return sluice.Decide(req.Policy, st, now, req.Cost)
+	})
 	return res, nil
 }
 
-// DecideAll implements sluice.Store: it locks every shard involved (in index
-// order, so concurrent batches cannot deadlock), decides each request on the
-// current state, and commits only if all were admitted.
-func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sluice.Result) error {
+// apply replaces the state of (p, key) with what f makes of it at the
+// store's now, under the shard lock, and stores it within the bounds. consumes
+// says whether an allowed result consumed units (a log's buffer may grow).
+// When the bounds leave no room it stores nothing and returns the denial
+// instead, with applied false.
+func (s *Store) apply(p *sluice.Policy, key string, consumes bool, f func(sluice.State, int64) (sluice.State, sluice.Result)) (res sluice.Result, applied bool) {
 	now := s.now()
-	ids := make([]entryKey, len(reqs))
-	hashes := make([]uint64, len(reqs))
-	shardIdx := make([]int, len(reqs))
-	states := make([]sluice.State, 2*len(reqs))
-	old, next := states[:len(reqs)], states[len(reqs):]
-	locked := make([]int, 0, len(reqs))
-	for i, r := range reqs {
-		ids[i] = entryKey{policy: r.Policy.Name, key: r.Key}
-		hashes[i] = s.hash(ids[i])
-		shardIdx[i] = int(hashes[i] & s.mask)
-		locked = insertSorted(locked, shardIdx[i])
+	id := entryKey{policy: p.Name, key: key}
+	h := s.hash(id)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i, found := sh.find(h, id)
+	var st sluice.State
+	var logCap int32
+	if found && sh.entries[i].alg == p.Algorithm {
+		st, logCap = sh.entries[i].state, sh.entries[i].logCap
 	}
-	for _, k := range locked {
-		s.shards[k].mu.Lock()
-	}
-	defer func() {
-		for _, k := range locked {
-			s.shards[k].mu.Unlock()
+	next, res := f(st, now)
+	switch {
+	case res.ResetAfter == 0: // back to initial: nothing to keep
+		if found {
+			sh.remove(int(i))
 		}
-	}()
-
-	allowed := true
-	var retry time.Duration
-	for i, r := range reqs {
-		sh := &s.shards[shardIdx[i]]
-		if j, ok := sh.find(hashes[i], ids[i]); ok && sh.entries[j].alg == r.Policy.Algorithm {
-			old[i] = sh.entries[j].state
+	case found:
+		logCap = nextLogCap(logCap, st.Log.Len(), next, res.Allowed && consumes)
+		if grown := int64(logCap-sh.entries[i].logCap) * logEntryBytes; grown > 0 {
+			sh.entries[i].pinned = true
+			ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
+			i, _ = sh.find(h, id) // evictions move entries
+			sh.entries[i].pinned = false
+			if !ok {
+				return s.refusal(p, wait), false
+			}
 		}
-		next[i], results[i] = sluice.Decide(r.Policy, old[i], now, r.Cost)
-		if !results[i].Allowed {
-			allowed = false
-			retry = max(retry, results[i].RetryAfter)
+		sh.update(i, p, next, res, now, logCap)
+	default:
+		logCap = nextLogCap(0, 0, next, res.Allowed && consumes)
+		sh.sweep(now, sweepPerInsert)
+		u := s.budgets.usage(p.Name)
+		if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {
+			return s.refusal(p, wait), false
 		}
+		sh.insert(h, id, u, p, next, res, now, logCap)
 	}
-	if !allowed {
-		// Nothing is consumed: report each limit as it stands (a peek), with the
-		// wait after which the whole batch passes.
-		for i, r := range reqs {
-			_, results[i] = sluice.Decide(r.Policy, old[i], now, 0)
-			results[i].Allowed = false
-			results[i].RetryAfter = retry
-		}
-		return nil
-	}
-	for i, r := range reqs {
-		sh := &s.shards[shardIdx[i]]
-		j, found := sh.find(hashes[i], ids[i])
-		sh.put(hashes[i], ids[i], found, j, r.Policy.Algorithm, next[i], now, results[i], s.perShard)
-	}
-	return nil
+	return res, true
 }
 
 // Reset implements sluice.Resetter: it forgets the state of (p, key).

@@ -16,11 +16,14 @@ func (s *Store) Reserve(_ context.Context, req sluice.Request, upTo int64) (slui
 		return sluice.Reservation{}, fmt.Errorf("memory: Reserve %s: %w", req.Policy.Algorithm, sluice.ErrNotReservable)
 	}
 	var r sluice.Reservation
-	s.update(req, func(st sluice.State, now int64) (sluice.State, sluice.Result) {
+	res, applied := s.apply(req.Policy, req.Key, true, func(st sluice.State, now int64) (sluice.State, sluice.Result) {
 		var next sluice.State
 		next, r = sluice.Reserve(req.Policy, st, now, req.Cost, upTo)
 		return next, r.Result
 	})
+	if !applied { // no room for the key: nothing reserved
+		return sluice.Reservation{Result: res}, nil
+	}
 	return r, nil
 }
 
@@ -29,28 +32,10 @@ func (s *Store) Release(_ context.Context, req sluice.Request, r sluice.Reservat
 	if !sluice.Reservable(req.Policy.Algorithm) {
 		return fmt.Errorf("memory: Release %s: %w", req.Policy.Algorithm, sluice.ErrNotReservable)
 	}
-	s.update(req, func(st sluice.State, now int64) (sluice.State, sluice.Result) {
+	s.apply(req.Policy, req.Key, false, func(st sluice.State, now int64) (sluice.State, sluice.Result) {
 		next := sluice.Refund(req.Policy, st, now, r, unused)
 		_, peek := sluice.Decide(req.Policy, next, now, 0) // for the new expiry
 		return next, peek
 	})
 	return nil
-}
-
-// update replaces the state of (req.Policy, req.Key) with what f makes of it,
-// under the shard lock; f's Result gives the new state's expiry.
-func (s *Store) update(req sluice.Request, f func(sluice.State, int64) (sluice.State, sluice.Result)) {
-	now := s.now()
-	id := entryKey{policy: req.Policy.Name, key: req.Key}
-	h := s.hash(id)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	i, found := sh.find(h, id)
-	var st sluice.State
-	if found && sh.entries[i].alg == req.Policy.Algorithm {
-		st = sh.entries[i].state
-	}
-	next, res := f(st, now)
-	sh.put(h, id, found, i, req.Policy.Algorithm, next, now, res, s.perShard)
 }

@@ -16,6 +16,7 @@ type shard struct {
 	index   map[uint64]int32
 	spill   map[entryKey]int32 // nil until a collision happens
 	entries []entry
+	bytes   int64    // charged against the byte budget
 	hand    int      // where the next sweep or eviction sample starts
 	_       [64]byte // keep neighbouring shards' mutexes off one cache line
 }
@@ -25,21 +26,24 @@ type entryKey struct{ policy, key string }
 type entry struct {
 	id      entryKey
 	hash    uint64
-	spilled bool // indexed in spill, not index
-	alg     sluice.Algorithm
 	expires int64 // microseconds; the state is initial from then on
+	safeAt  int64 // microseconds; from then on forgetting it is safe (see safeAt)
+	usage   *usage
+	alg     sluice.Algorithm
 	state   sluice.State
+	logCap  int32 // capacity of state.Log's buffer, for the byte budget
+	spilled bool  // indexed in spill, not index
+	pinned  bool  // part of a decision in progress: not to be evicted
 }
 
 // sweepPerInsert is how many entries each insertion checks for expiry. Two keep
 // the shard within about twice its live keys without a background goroutine.
 const sweepPerInsert = 2
 
-// evictSample is how many entries are compared when a full shard must evict.
-const evictSample = 8
+// evictSample is how many entries are compared when a full shard must evict,
+// and sampleReach how far the search goes on when none of them is safe to drop.
+const evictSample, sampleReach = 8, 32
 
-// put stores the state a decision produced. An initial state (ResetAfter 0) is
-// not kept.
 // find returns the position of id's entry.
 func (sh *shard) find(h uint64, id entryKey) (int32, bool) {
 	i, ok := sh.index[h]
@@ -61,38 +65,40 @@ func (sh *shard) setIndex(e *entry, i int32) {
 	}
 }
 
-func (sh *shard) put(h uint64, id entryKey, found bool, i int32, alg sluice.Algorithm, st sluice.State, now int64, res sluice.Result, limit int) {
-	if res.ResetAfter == 0 {
-		if found {
-			sh.remove(int(i))
-		}
-		return
-	}
+// update replaces the state of entry i with what a decision under p produced.
+func (sh *shard) update(i int32, p *sluice.Policy, st sluice.State, res sluice.Result, now int64, logCap int32) {
+	e := &sh.entries[i]
 	expires := now + res.ResetAfter.Microseconds()
-	if found {
-		e := &sh.entries[i]
-		if e.alg == alg {
-			// After a clock step backwards ResetAfter counts from the instant
-			// the state was last at; never forget it earlier than before.
-			expires = max(expires, e.expires)
-		}
-		e.alg, e.expires, e.state = alg, expires, st
-		return
+	if e.alg == p.Algorithm {
+		// After a clock step backwards ResetAfter counts from the instant
+		// the state was last at; never forget it earlier than before.
+		expires = max(expires, e.expires)
 	}
-	sh.sweep(now, sweepPerInsert)
-	if len(sh.entries) >= limit {
-		sh.evict()
+	if logCap != e.logCap { // only a log's buffer changes the charge
+		bytes := int64(logCap-e.logCap) * logEntryBytes
+		sh.bytes += bytes
+		e.usage.bytes.Add(bytes) // shared by every shard: not on every decision
 	}
+	e.alg, e.expires, e.safeAt, e.state, e.logCap = p.Algorithm, expires, safeAt(p, res, now, expires), st, logCap
+}
+
+// insert adds a new entry for what a decision under p produced; the caller has
+// made room.
+func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st sluice.State, res sluice.Result, now int64, logCap int32) {
 	// A clone keeps a stored key from pinning the caller's buffer (a request
 	// header, say) for as long as the key lives.
 	id.key = strings.Clone(id.key)
-	e := entry{id: id, hash: h, alg: alg, expires: expires, state: st}
+	expires := now + res.ResetAfter.Microseconds()
+	e := entry{id: id, hash: h, usage: u, alg: p.Algorithm, expires: expires, safeAt: safeAt(p, res, now, expires), state: st, logCap: logCap}
 	if _, taken := sh.index[h]; taken {
 		e.spilled = true
 		if sh.spill == nil {
 			sh.spill = make(map[entryKey]int32)
 		}
 	}
+	bytes := entryBytes(len(id.key), logCap)
+	sh.bytes += bytes
+	u.add(bytes)
 	sh.entries = append(sh.entries, e)
 	sh.setIndex(&sh.entries[len(sh.entries)-1], int32(len(sh.entries)-1))
 }
@@ -103,7 +109,7 @@ func (sh *shard) sweep(now int64, n int) {
 		if sh.hand >= len(sh.entries) {
 			sh.hand = 0
 		}
-		if sh.entries[sh.hand].expires <= now {
+		if sh.entries[sh.hand].expires <= now && !sh.entries[sh.hand].pinned {
 			sh.remove(sh.hand) // the last entry moved here; check it next
 		} else {
 			sh.hand++
@@ -111,36 +117,73 @@ func (sh *shard) sweep(now int64, n int) {
 	}
 }
 
-// evict forgets the entry with the earliest expiry among a sample: the key
-// closest to its reset, whose loss over-admits the least.
-func (sh *shard) evict() {
+// pickSafe returns an entry that is safe to drop (of policy only, unless nil):
+// among the first evictSample entries from the hand, the one closest to its
+// reset, because its loss over-admits the least; if none is safe, the first
+// safe one within sampleReach. It returns -1 when there is none, with the wait
+// until the earliest sampled entry becomes safe.
+func (sh *shard) pickSafe(now int64, only *usage) (int, int64) {
 	n := len(sh.entries)
+	if n == 0 {
+		return -1, 0
+	}
 	if sh.hand >= n {
 		sh.hand = 0
 	}
-	victim := sh.hand
-	for k := 1; k < evictSample && k < n; k++ {
+	victim, soonest := -1, int64(0)
+	for k := 0; k < min(sampleReach, n); k++ {
+		if k >= evictSample && victim >= 0 {
+			break
+		}
 		j := (sh.hand + k) % n
-		if sh.entries[j].expires < sh.entries[victim].expires {
+		e := &sh.entries[j]
+		if e.pinned || only != nil && e.usage != only {
+			continue
+		}
+		if e.safeAt > now {
+			if soonest == 0 || e.safeAt-now < soonest {
+				soonest = e.safeAt - now
+			}
+			continue
+		}
+		if victim < 0 || e.expires < sh.entries[victim].expires {
 			victim = j
 		}
 	}
 	sh.hand = (sh.hand + evictSample) % n
-	sh.remove(victim)
+	return victim, soonest
 }
 
 // remove deletes entry i by moving the last entry into its place.
 func (sh *shard) remove(i int) {
 	last := len(sh.entries) - 1
-	if e := &sh.entries[i]; e.spilled {
+	e := &sh.entries[i]
+	if e.spilled {
 		delete(sh.spill, e.id)
 	} else {
 		delete(sh.index, e.hash)
 	}
+	bytes := entryBytes(len(e.id.key), e.logCap)
+	sh.bytes -= bytes
+	e.usage.release(bytes)
 	if i != last {
 		sh.entries[i] = sh.entries[last]
 		sh.setIndex(&sh.entries[i], int32(i))
 	}
 	sh.entries[last] = entry{} // drop references for the GC
 	sh.entries = sh.entries[:last]
+}
+
+// nextLogCap is the capacity of the log buffer after a decision that started
+// from a log of capacity c holding oldLen entries and left next: sluice.Log
+// doubles its buffer (to at least 4) when an admission finds it full, and
+// never shrinks it. (TestLogCapTracksBuffer checks this against the buffer.)
+func nextLogCap(c int32, oldLen int, next sluice.State, admitted bool) int32 {
+	switch {
+	case next.Log.Len() == 0:
+		return 0
+	case admitted && oldLen == int(c):
+		return max(4, 2*c)
+	}
+	return c
 }

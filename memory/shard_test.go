@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -13,6 +14,8 @@ import (
 func TestShardHashCollisions(t *testing.T) {
 	for _, removeFirst := range []bool{true, false} {
 		sh := &shard{index: make(map[uint64]int32)}
+		u := new(usage)
+		p := &sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
 		res := sluice.Result{ResetAfter: 1000}
 		const h = 42
 		ids := make([]entryKey, 5)
@@ -22,7 +25,7 @@ func TestShardHashCollisions(t *testing.T) {
 			if i >= 3 {
 				hash = uint64(100 + i) // bystanders with their own hashes
 			}
-			sh.put(hash, ids[i], false, 0, sluice.GCRA, sluice.State{Time: int64(i + 1)}, 0, res, 100)
+			sh.insert(hash, ids[i], u, p, sluice.State{Time: int64(i + 1)}, res, 0, 0)
 		}
 		find := func(i int) (sluice.State, bool) {
 			hash := uint64(h)

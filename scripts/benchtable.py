@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
 """Turns `go test -bench . -count N ./memory/` output into the markdown table of
 docs/benchmarks.md: medians per benchmark, and each Sluice figure as a ratio to
-the x/time/rate map peer measured in the same run."""
+the x/time/rate map peer measured in the same run.
+
+    scripts/benchtable.py bench.txt          # wall-clock ns/op
+    scripts/benchtable.py bench.txt cpu      # cpu-ns/op: process CPU time per decision
+"""
 import collections, re, statistics, sys
 
 ALGS = ["fixed_window", "sliding_log", "sliding_window", "token_bucket", "leaky_bucket", "gcra"]
+metric = sys.argv[2] if len(sys.argv) > 2 else "ns"
 runs, allocs = collections.defaultdict(list), {}
 for line in open(sys.argv[1]):
-    m = re.match(r"Benchmark(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+(\d+) B/op\s+(\d+) allocs/op", line)
+    m = re.match(r"Benchmark(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+(?:([\d.]+) cpu-ns/op\s+)?(\d+) B/op\s+(\d+) allocs/op", line)
     if m:
-        runs[m[1]].append(float(m[2]))
-        allocs[m[1]] = int(m[4])
+        value = m[3] if metric == "cpu" else m[2]
+        if value is None:
+            sys.exit(f"no cpu-ns/op in: {line.strip()}")
+        runs[m[1]].append(float(value))
+        allocs[m[1]] = int(m[5])
 med = {k: statistics.median(v) for k, v in runs.items()}
 print("| keys | goroutines | x/time/rate map (peer) | " + " | ".join(ALGS) + " |")
 print("|---|---|---|" + "---|" * len(ALGS))

@@ -51,7 +51,7 @@ func TestOpenStoreLease(t *testing.T) {
 	}
 }
 
-// evalCalls counts the EVALSHA and EVAL calls Redis has served.
+// evalCalls counts the FCALL, EVALSHA and EVAL calls Redis has served.
 func evalCalls(t *testing.T, srv *redistest.Server) int {
 	t.Helper()
 	info, err := srv.Do("INFO", "commandstats")
@@ -59,7 +59,7 @@ func evalCalls(t *testing.T, srv *redistest.Server) int {
 		t.Fatal(err)
 	}
 	n := 0
-	for _, m := range regexp.MustCompile(`cmdstat_(?:evalsha|eval):calls=(\d+)`).FindAllStringSubmatch(info, -1) {
+	for _, m := range regexp.MustCompile(`cmdstat_(?:evalsha|eval|fcall):calls=(\d+)`).FindAllStringSubmatch(info, -1) {
 		v, _ := strconv.Atoi(m[1])
 		n += v
 	}

@@ -43,7 +43,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		return nil, nil, problems[0]
 	}
 	if rc == nil {
-		return memory.New(memory.WithMaxKeys(maxKeys(cfg))), func() {}, nil
+		return memory.New(memoryOptions(cfg)...), func() {}, nil
 	}
 	rs, err := redisstore.Open(cfg.URL, rc.opts...)
 	if err != nil {
@@ -70,7 +70,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 			Probes:      cfg.Breaker.Probes,
 		}),
 		failover.WithNodes(cfg.Nodes),
-		failover.WithLocal(memory.New(memory.WithMaxKeys(maxKeys(cfg)))),
+		failover.WithLocal(memory.New(memoryOptions(cfg)...)),
 		failover.WithStateChange(func(from, to failover.BreakerState) {
 			level := slog.LevelWarn
 			if to == failover.BreakerClosed {
@@ -173,11 +173,17 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 	return rc, problems
 }
 
-func maxKeys(cfg config.Store) int {
+// memoryOptions bounds the memory store (or the local fallback) as configured;
+// unset bounds keep memory's defaults.
+func memoryOptions(cfg config.Store) []memory.Option {
+	var opts []memory.Option
 	if cfg.MaxKeys > 0 {
-		return cfg.MaxKeys
+		opts = append(opts, memory.WithMaxKeys(cfg.MaxKeys))
 	}
-	return memory.DefaultMaxKeys
+	if cfg.MaxBytes > 0 {
+		opts = append(opts, memory.WithMaxBytes(cfg.MaxBytes))
+	}
+	return opts
 }
 
 // tlsConfig builds the TLS configuration of the store.tls section; on error
