@@ -92,17 +92,17 @@ func monotonicMicros() func() int64 {
 // Decide implements sluice.Store.
 func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
 	now := s.now()
-	id := entryKey{policy: req.Policy.Name, key: req.Key}
+	id := idOf(req.Policy, req.Key)
 	h := s.hash(id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	i, found := sh.find(h, id)
 	var st sluice.State
-	if found && sh.entries[i].alg == req.Policy.Algorithm {
+	if found {
 		st = sh.entries[i].state
 	}
 	next, res := sluice.Decide(req.Policy, st, now, req.Cost)
-	sh.put(h, id, found, i, req.Policy.Algorithm, next, now, res, s.perShard)
+	sh.put(h, id, found, i, next, now, res, s.perShard)
 	sh.mu.Unlock()
 	return res, nil
 }
@@ -119,7 +119,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	old, next := states[:len(reqs)], states[len(reqs):]
 	locked := make([]int, 0, len(reqs))
 	for i, r := range reqs {
-		ids[i] = entryKey{policy: r.Policy.Name, key: r.Key}
+		ids[i] = idOf(r.Policy, r.Key)
 		hashes[i] = s.hash(ids[i])
 		shardIdx[i] = int(hashes[i] & s.mask)
 		locked = insertSorted(locked, shardIdx[i])
@@ -137,7 +137,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	var retry time.Duration
 	for i, r := range reqs {
 		sh := &s.shards[shardIdx[i]]
-		if j, ok := sh.find(hashes[i], ids[i]); ok && sh.entries[j].alg == r.Policy.Algorithm {
+		if j, ok := sh.find(hashes[i], ids[i]); ok {
 			old[i] = sh.entries[j].state
 		}
 		next[i], results[i] = sluice.Decide(r.Policy, old[i], now, r.Cost)
@@ -156,17 +156,18 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 		}
 		return nil
 	}
-	for i, r := range reqs {
+	for i := range reqs {
 		sh := &s.shards[shardIdx[i]]
 		j, found := sh.find(hashes[i], ids[i])
-		sh.put(hashes[i], ids[i], found, j, r.Policy.Algorithm, next[i], now, results[i], s.perShard)
+		sh.put(hashes[i], ids[i], found, j, next[i], now, results[i], s.perShard)
 	}
 	return nil
 }
 
-// Reset implements sluice.Resetter: it forgets the state of (p, key).
+// Reset implements sluice.Resetter: it forgets the state of (p, key), which
+// belongs to p's name and algorithm.
 func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
-	id := entryKey{policy: p.Name, key: key}
+	id := idOf(p, key)
 	h := s.hash(id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -189,20 +190,27 @@ func (s *Store) Len() int {
 	return n
 }
 
-// TTL returns how long the state of (policy, key) is kept if nothing else
-// happens — its ResetAfter — and false when the store holds none.
+// TTL returns how long the state of the policy named policy and key is kept if
+// nothing else happens — its ResetAfter — and false when the store holds none.
+// A name used with several algorithms has a state for each: TTL reports the
+// first it finds, in the order of sluice.Algorithms.
 func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 	now := s.now()
-	id := entryKey{policy: policy, key: key}
-	h := s.hash(id)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	i, ok := sh.find(h, id)
-	if !ok || sh.entries[i].expires <= now {
-		return 0, false
+	for _, a := range sluice.Algorithms {
+		id := entryKey{policy: policy, alg: a, key: key}
+		h := s.hash(id)
+		sh := &s.shards[h&s.mask]
+		sh.mu.Lock()
+		var expires int64
+		if i, ok := sh.find(h, id); ok {
+			expires = sh.entries[i].expires
+		}
+		sh.mu.Unlock()
+		if expires > now {
+			return time.Duration(expires-now) * time.Microsecond, true
+		}
 	}
-	return time.Duration(sh.entries[i].expires-now) * time.Microsecond, true
+	return 0, false
 }
 
 // hash is computed once per decision: its low bits pick the shard, and the
@@ -210,8 +218,21 @@ func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 // keys that collide.
 func (s *Store) hash(id entryKey) uint64 {
 	// Two one-shot hashes are cheaper than streaming both strings through a
-	// maphash.Hash; the rotation keeps (p, k) and (k, p) apart.
-	return maphash.String(s.seed, id.key) ^ bits.RotateLeft64(maphash.String(s.seed, id.policy), 29)
+	// maphash.Hash; the rotation keeps (p, k) and (k, p) apart. The algorithm
+	// only separates one name's states, which find tells apart anyway, so a
+	// fixed constant per algorithm is mixing enough and costs no third hash.
+	return maphash.String(s.seed, id.key) ^ bits.RotateLeft64(maphash.String(s.seed, id.policy), 29) ^
+		algorithmMix(id.alg)
+}
+
+// algorithmMix is a distinct odd multiple of the golden ratio per algorithm.
+func algorithmMix(a sluice.Algorithm) uint64 {
+	for i, b := range sluice.Algorithms {
+		if a == b {
+			return uint64(2*i+1) * 0x9e3779b97f4a7c15
+		}
+	}
+	return 0
 }
 
 func insertSorted(xs []int, x int) []int {

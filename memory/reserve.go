@@ -41,16 +41,16 @@ func (s *Store) Release(_ context.Context, req sluice.Request, r sluice.Reservat
 // under the shard lock; f's Result gives the new state's expiry.
 func (s *Store) update(req sluice.Request, f func(sluice.State, int64) (sluice.State, sluice.Result)) {
 	now := s.now()
-	id := entryKey{policy: req.Policy.Name, key: req.Key}
+	id := idOf(req.Policy, req.Key)
 	h := s.hash(id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i, found := sh.find(h, id)
 	var st sluice.State
-	if found && sh.entries[i].alg == req.Policy.Algorithm {
+	if found {
 		st = sh.entries[i].state
 	}
 	next, res := f(st, now)
-	sh.put(h, id, found, i, req.Policy.Algorithm, next, now, res, s.perShard)
+	sh.put(h, id, found, i, next, now, res, s.perShard)
 }

@@ -20,13 +20,23 @@ type shard struct {
 	_       [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
-type entryKey struct{ policy, key string }
+// entryKey identifies a state: like a Redis key, it holds the policy's name and
+// algorithm, so two policies of one name and different algorithms keep
+// separate states, as on every store.
+type entryKey struct {
+	policy string
+	alg    sluice.Algorithm
+	key    string
+}
+
+func idOf(p *sluice.Policy, key string) entryKey {
+	return entryKey{policy: p.Name, alg: p.Algorithm, key: key}
+}
 
 type entry struct {
 	id      entryKey
 	hash    uint64
-	spilled bool // indexed in spill, not index
-	alg     sluice.Algorithm
+	spilled bool  // indexed in spill, not index
 	expires int64 // microseconds; the state is initial from then on
 	state   sluice.State
 }
@@ -61,7 +71,7 @@ func (sh *shard) setIndex(e *entry, i int32) {
 	}
 }
 
-func (sh *shard) put(h uint64, id entryKey, found bool, i int32, alg sluice.Algorithm, st sluice.State, now int64, res sluice.Result, limit int) {
+func (sh *shard) put(h uint64, id entryKey, found bool, i int32, st sluice.State, now int64, res sluice.Result, limit int) {
 	if res.ResetAfter == 0 {
 		if found {
 			sh.remove(int(i))
@@ -71,12 +81,9 @@ func (sh *shard) put(h uint64, id entryKey, found bool, i int32, alg sluice.Algo
 	expires := now + res.ResetAfter.Microseconds()
 	if found {
 		e := &sh.entries[i]
-		if e.alg == alg {
-			// After a clock step backwards ResetAfter counts from the instant
-			// the state was last at; never forget it earlier than before.
-			expires = max(expires, e.expires)
-		}
-		e.alg, e.expires, e.state = alg, expires, st
+		// After a clock step backwards ResetAfter counts from the instant
+		// the state was last at; never forget it earlier than before.
+		e.expires, e.state = max(expires, e.expires), st
 		return
 	}
 	sh.sweep(now, sweepPerInsert)
@@ -86,7 +93,7 @@ func (sh *shard) put(h uint64, id entryKey, found bool, i int32, alg sluice.Algo
 	// A clone keeps a stored key from pinning the caller's buffer (a request
 	// header, say) for as long as the key lives.
 	id.key = strings.Clone(id.key)
-	e := entry{id: id, hash: h, alg: alg, expires: expires, state: st}
+	e := entry{id: id, hash: h, expires: expires, state: st}
 	if _, taken := sh.index[h]; taken {
 		e.spilled = true
 		if sh.spill == nil {

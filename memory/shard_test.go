@@ -17,12 +17,12 @@ func TestShardHashCollisions(t *testing.T) {
 		const h = 42
 		ids := make([]entryKey, 5)
 		for i := range ids {
-			ids[i] = entryKey{policy: "p", key: fmt.Sprint("k", i)}
+			ids[i] = entryKey{policy: "p", alg: sluice.GCRA, key: fmt.Sprint("k", i)}
 			hash := uint64(h)
 			if i >= 3 {
 				hash = uint64(100 + i) // bystanders with their own hashes
 			}
-			sh.put(hash, ids[i], false, 0, sluice.GCRA, sluice.State{Time: int64(i + 1)}, 0, res, 100)
+			sh.put(hash, ids[i], false, 0, sluice.State{Time: int64(i + 1)}, 0, res, 100)
 		}
 		find := func(i int) (sluice.State, bool) {
 			hash := uint64(h)
