@@ -44,8 +44,8 @@
 //	fixed_window    fw  string "LAST:COUNT"      last admission µs, units in its window
 //	sliding_window  sw  string "LAST:CUR:PREV"   last admission µs, its window's units, the window before's
 //	token_bucket    tb  string "LAST:MISSING"    last refill µs, missing credit µs
-//	gcra            gc  string "TAT"             theoretical arrival time µs
-//	leaky_bucket    lb  string "TAT"             the queue tail's TAT µs
+//	gcra            gc  string "TAT:TOL"         theoretical arrival time µs, the admitting policy's B·T µs
+//	leaky_bucket    lb  string "TAT:TOL"         the queue tail's TAT µs, the admitting policy's B·T µs
 //	sliding_log     sl  list of "TS:COST:CUM"    one per admission, oldest first
 //
 // A sliding-log entry carries CUM, the running total of all costs pushed so
