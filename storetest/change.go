@@ -84,6 +84,29 @@ var changeVectors = []struct {
 		{1624*ms + 999*µs, 1, 1, deny(4, 0, 1*µs, 375*ms+1*µs)},
 		{1625 * ms, 1, 1, ok(4, 0, 1375*ms)},
 	}},
+	{"fixed_window_period_lengthened", periods(sluice.FixedWindow, s, 2*s), []changeStep{
+		{1500 * ms, 0, 3, ok(3, 0, 500*ms)},
+		{1600 * ms, 1, 0, ok(3, 0, 400*ms)}, // the 3 belong to the new window [0, 2s)
+		{1600 * ms, 1, 1, deny(3, 0, 400*ms, 400*ms)},
+		{2 * s, 1, 3, ok(3, 0, 2*s)},
+	}},
+	{"fixed_window_period_shortened", periods(sluice.FixedWindow, 2*s, s), []changeStep{
+		{500 * ms, 0, 3, ok(3, 0, 1500*ms)},
+		{1200 * ms, 1, 1, ok(3, 2, 800*ms)}, // the 3 belong to [0, 1s), which is over
+	}},
+	{"sliding_log_period_lengthened", periods(sluice.SlidingLog, s, 2*s), []changeStep{
+		{0, 0, 1, ok(3, 2, 1*s)},
+		{1100 * ms, 0, 1, ok(3, 2, 1*s)}, // the entry at 0 has left, and is dropped
+		{1200 * ms, 1, 0, ok(3, 2, 1900*ms)},
+		{1300 * ms, 1, 2, ok(3, 0, 2*s)},
+		{1300 * ms, 1, 1, deny(3, 0, 1800*ms, 2*s)}, // the entry at 1.1s counts until 3.1s
+	}},
+	{"sliding_window_period_lengthened", periods(sluice.SlidingWindow, s, 2*s), []changeStep{
+		{1500 * ms, 0, 3, ok(3, 0, 1500*ms)},
+		{1600 * ms, 1, 0, ok(3, 0, 2400*ms)}, // cur 3 in the new window [0, 2s): leaves at 4s
+		{2 * s, 1, 0, ok(3, 0, 2*s)},         // now prev 3, weighing 3 at e = 0
+		{3 * s, 1, 1, ok(3, 0, 3*s)},         // 3·(2s−1s)/2s = 1.5; 1.5 + 1 ≤ 3
+	}},
 	{"token_bucket_burst_shrinks", bursts(sluice.TokenBucket), burstShrinkSteps(false)},
 	{"gcra_burst_shrinks", bursts(sluice.GCRA), burstShrinkSteps(false)},
 	{"leaky_bucket_burst_shrinks", bursts(sluice.LeakyBucket), burstShrinkSteps(true)},
@@ -136,6 +159,14 @@ func burstShrinkSteps(leaky bool) []changeStep {
 		{900 * ms, 1, 1, admitted},
 		{1 * s, 1, 0, ok(10, 1, 100*ms)},
 		{1100 * ms, 1, 0, ok(10, 2, 0)},
+	}
+}
+
+// periods is 3 per `from`, then 3 per `to`.
+func periods(a sluice.Algorithm, from, to time.Duration) []sluice.Policy {
+	return []sluice.Policy{
+		{Name: "pe", Algorithm: a, Limit: 3, Period: from},
+		{Name: "pe", Algorithm: a, Limit: 3, Period: to},
 	}
 }
 
