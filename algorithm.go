@@ -23,7 +23,7 @@ const (
 	// and leave at the constant rate L per period; Result.Delay says when.
 	LeakyBucket Algorithm = "leaky_bucket"
 	// GCRA is the generic cell rate algorithm: the token bucket's decisions kept
-	// in one stored timestamp.
+	// in one stored timestamp (and the tolerance it was admitted under).
 	GCRA Algorithm = "gcra"
 )
 

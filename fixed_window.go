@@ -16,13 +16,13 @@ func fixedWindow(p *Policy, s State, now, n int64) (State, Result) {
 		count = s.Count
 	}
 	res := Result{Limit: limit}
-	if count+n <= limit {
+	if n == 0 || count+n <= limit { // a peek is allowed even over a lowered limit
 		count += n
 		res.Allowed = true
 	} else {
 		res.RetryAfter = micros(start + period - now)
 	}
-	res.Remaining = limit - count
+	res.Remaining = max(0, limit-count) // count exceeds a limit lowered since
 	if count == 0 {
 		return State{}, res
 	}

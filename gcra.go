@@ -4,7 +4,12 @@ package sluice
 // (TAT), the instant the bucket would be empty again. Each unit pushes TAT back by
 // the emission interval T; the burst tolerance is B·T. A request of n units is
 // admitted iff max(TAT, now) + n·T − now ≤ B·T. This is the token bucket with one
-// stored number: TAT − now is the bucket's missing credit.
+// stored time: TAT − now is the bucket's missing credit, which may exceed B·T
+// after the policy's bucket shrank.
+//
+// State.Count is the tolerance B·T of the policy that made the last admission
+// (0 for a state written before it was kept: then the current policy's). It only
+// tells a clock that ran backwards from a policy that shrank: see gcraNow.
 func gcra(p *Policy, s State, now, n int64) (State, Result) {
 	st, res, _ := gcraDecide(p, s, now, n)
 	return st, res
@@ -15,23 +20,34 @@ func gcra(p *Policy, s State, now, n int64) (State, Result) {
 func gcraDecide(p *Policy, s State, now, n int64) (State, Result, int64) {
 	interval := p.emissionInterval()
 	tolerance := p.capacity() * interval
-	// After any admission TAT ≤ then + B·T, so a now before TAT − B·T means the
-	// clock ran backwards: take the earliest instant the state allows, as if no
-	// time had passed.
-	now = max(now, s.Time-tolerance)
+	now = gcraNow(p, s, now)
 	tat := max(s.Time, now)
 	wait := tat - now
 	res := Result{Limit: p.Limit}
-	if wait+n*interval <= tolerance {
+	if n == 0 || wait+n*interval <= tolerance { // a peek is allowed even past a shrunk bucket
 		tat += n * interval
 		res.Allowed = true
 	} else {
 		res.RetryAfter = micros(wait + n*interval - tolerance)
 	}
-	res.Remaining = (tolerance - (tat - now)) / interval
+	res.Remaining = max(0, tolerance-(tat-now)) / interval
 	if tat <= now {
 		return State{}, res, wait
 	}
 	res.ResetAfter = micros(tat - now)
-	return State{Time: tat}, res, wait
+	return State{Time: tat, Count: tolerance}, res, wait
+}
+
+// gcraNow is the instant a decision on s runs at. An admission at t leaves TAT ≤
+// t + tolerance (the admitting policy's B·T, kept in s.Count), so a now before
+// TAT − tolerance means the clock ran backwards: take the earliest instant the
+// state allows, as if no time had passed. The kept tolerance, not the current
+// policy's, makes a bucket that shrank since look as empty as it is instead of
+// moving now forward.
+func gcraNow(p *Policy, s State, now int64) int64 {
+	tolerance := s.Count
+	if tolerance == 0 {
+		tolerance = p.capacity() * p.emissionInterval()
+	}
+	return max(now, s.Time-tolerance)
 }

@@ -9,10 +9,9 @@ import (
 // Name and Algorithm together identify the policy's state inside a store: two
 // policies with the same Name and the same Algorithm on one store share their
 // counters (whatever their Limit, Period and Burst), so changing a limit keeps
-// the state. A policy whose Algorithm differs finds no state and starts fresh.
-// Do not use one Name with two algorithms at once: the Redis store keeps their
-// states apart, but the memory store keeps one state per (Name, key) and each
-// algorithm discards the other's.
+// the state, and the new numbers apply to it at once (docs/semantics.md,
+// "Changing a policy"). A policy whose Algorithm differs has a state of its
+// own, on every store.
 type Policy struct {
 	// Name: 1 to MaxNameLen bytes of letters, digits and "_-.:/".
 	Name string

@@ -15,7 +15,7 @@ func slidingLog(p *Policy, s State, now, n int64) (State, Result) {
 		log = log.dropOldest()
 	}
 	res := Result{Limit: limit}
-	if sum+n <= limit {
+	if n == 0 || sum+n <= limit { // a peek is allowed even over a lowered limit
 		if n > 0 {
 			if s.Log.full() {
 				// The slot dropOldest freed still holds s's oldest entry, and s
@@ -38,7 +38,7 @@ func slidingLog(p *Policy, s State, now, n int64) (State, Result) {
 			}
 		}
 	}
-	res.Remaining = limit - sum
+	res.Remaining = max(0, limit-sum) // sum exceeds a limit lowered since
 	newest, ok := log.newest()
 	if !ok {
 		return State{}, res

@@ -22,7 +22,7 @@ func slidingWindow(p *Policy, s State, now, n int64) (State, Result) {
 	}
 	e := now - start
 	res := Result{Limit: limit}
-	if cur+n <= limit && prev*(period-e) <= (limit-cur-n)*period {
+	if n == 0 || cur+n <= limit && prev*(period-e) <= (limit-cur-n)*period {
 		cur += n
 		res.Allowed = true
 	} else {

@@ -167,3 +167,26 @@ func TestCheckZeroCostCountsOne(t *testing.T) {
 type fixedClock struct{ t time.Time }
 
 func (c *fixedClock) Now() time.Time { return c.t }
+
+// A bucket whose policy shrank holds more missing credit than its new B·T. That
+// is not a clock that ran backwards: the wait is the real one. A clock that does
+// run backwards afterwards still refills nothing.
+func TestShrunkBucketIsNotABackwardsClock(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC).UnixMicro()
+	for _, a := range []sluice.Algorithm{sluice.TokenBucket, sluice.GCRA, sluice.LeakyBucket} {
+		wide := sluice.Policy{Name: "p", Algorithm: a, Limit: 10, Period: time.Second, Burst: 10}
+		narrow := wide
+		narrow.Burst = 2
+		st, _ := sluice.Decide(&wide, sluice.State{}, now, 10)
+		for _, at := range []int64{now, now - 1, now - time.Hour.Microseconds()} {
+			_, res := sluice.Decide(&narrow, st, at, 1)
+			want := sluice.Result{Limit: 10, RetryAfter: 900 * time.Millisecond, ResetAfter: time.Second}
+			if res != want {
+				t.Errorf("%s: burst 10 used, then burst 2, %dµs after: %+v, want %+v", a, at-now, res, want)
+			}
+			if _, peek := sluice.Decide(&narrow, st, at, 0); !peek.Allowed || peek.Remaining != 0 {
+				t.Errorf("%s: peek %dµs after: %+v, want allowed with nothing remaining", a, at-now, peek)
+			}
+		}
+	}
+}

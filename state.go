@@ -8,7 +8,7 @@ import "time"
 // algorithm uses is documented in its file.
 type State struct {
 	Time  int64 // last admission (windows), last refill, or theoretical arrival time (TAT)
-	Count int64 // units in the window, a token bucket's missing credit, or the log's sum
+	Count int64 // units in the window, a token bucket's missing credit, the log's sum, or GCRA's tolerance
 	Prev  int64 // units in the previous window (sliding window)
 	Log   Log   // admitted entries (sliding log)
 }

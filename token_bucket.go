@@ -3,7 +3,9 @@ package sluice
 // Token bucket: a bucket of B tokens refilled at one token per emission interval
 // T. State.Time is the last refill, State.Count the missing credit in
 // microseconds (B·T − credit, so the zero State is a full bucket). A request of n
-// units is admitted iff the bucket holds n tokens after refilling.
+// units is admitted iff the bucket holds n tokens after refilling. After the
+// policy's bucket shrank, the missing credit may exceed B·T: the bucket holds
+// less than nothing until enough has refilled.
 func tokenBucket(p *Policy, s State, now, n int64) (State, Result) {
 	interval := p.emissionInterval()
 	full := p.capacity() * interval
@@ -13,13 +15,13 @@ func tokenBucket(p *Policy, s State, now, n int64) (State, Result) {
 		last = now
 	} // else the clock ran backwards: no time has passed
 	res := Result{Limit: p.Limit}
-	if missing+n*interval <= full {
+	if n == 0 || missing+n*interval <= full { // a peek is allowed even past a shrunk bucket
 		missing += n * interval
 		res.Allowed = true
 	} else {
 		res.RetryAfter = micros(missing + n*interval - full)
 	}
-	res.Remaining = (full - missing) / interval
+	res.Remaining = max(0, full-missing) / interval // missing exceeds a bucket shrunk since
 	if missing == 0 {
 		return State{}, res
 	}

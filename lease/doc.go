@@ -26,7 +26,10 @@
 // Remaining is the node's unspent lease plus what the store had left at the
 // last reservation (refilled by elapsed time for the buckets), and a denial
 // the node remembers (RetryAfter) does not see units other nodes give back
-// in the meantime — it can only deny longer, never admit more.
+// in the meantime — it can only deny longer, never admit more. A request
+// under a changed policy (same name and algorithm, new limit, period or
+// burst) gives the key's lease back and forgets its denial first, so the
+// new numbers apply from that request on.
 //
 // Multi-request batches (DecideAll) go to the remote store, which counts the
 // leased units as consumed, so all-or-nothing holds exactly.

@@ -90,6 +90,13 @@ func (s *Store) remoteDecide(ctx context.Context, req sluice.Request) (sluice.Re
 
 // decideOn decides req on l, which the caller holds locked.
 func (s *Store) decideOn(ctx context.Context, l *lease, req sluice.Request, now int64) (sluice.Result, error) {
+	if *req.Policy != l.policy {
+		// A reloaded policy (same name and algorithm): what the lease holds
+		// was decided under the old one. Give its units back and forget its
+		// denial, so a lowered limit denies and a raised one admits at once.
+		s.release(ctx, l, now)
+		l.deniedUntil = 0
+	}
 	if l.left >= req.Cost && now < l.expires {
 		l.left -= req.Cost
 		return l.admitted(now), nil
@@ -99,7 +106,7 @@ func (s *Store) decideOn(ctx context.Context, l *lease, req sluice.Request, now 
 	}
 	size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy), s.ttlOf(req.Policy))
 	s.release(ctx, l, now)
-	l.policy = *req.Policy // a reloaded policy (same name and algorithm) applies from here
+	l.policy = *req.Policy
 	s.storeCalls.Add(1)
 	r, err := s.reserver.Reserve(ctx, req, size)
 	if err != nil {

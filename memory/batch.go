@@ -31,7 +31,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	locked := make([]int, 0, len(reqs))
 	for i, r := range reqs {
 		it := &b[i]
-		it.id = entryKey{policy: r.Policy.Name, key: r.Key}
+		it.id = idOf(r.Policy, r.Key)
 		it.hash = s.hash(it.id)
 		it.shard = &s.shards[it.hash&s.mask]
 		locked = insertSorted(locked, int(it.hash&s.mask))
@@ -51,9 +51,8 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 		it := &b[i]
 		if j, ok := it.shard.find(it.hash, it.id); ok {
 			it.found = true
-			if e := &it.shard.entries[j]; e.alg == r.Policy.Algorithm {
-				it.old, it.oldCap = e.state, e.logCap
-			}
+			e := &it.shard.entries[j]
+			it.old, it.oldCap = e.state, e.logCap
 		}
 		it.next, results[i] = sluice.Decide(r.Policy, it.old, now, r.Cost)
 		if !results[i].Allowed {

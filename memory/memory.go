@@ -136,7 +136,7 @@ func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, er
 // instead, with applied false.
 func (s *Store) apply(p *sluice.Policy, key string, consumes bool, f func(sluice.State, int64) (sluice.State, sluice.Result)) (res sluice.Result, applied bool) {
 	now := s.now()
-	id := entryKey{policy: p.Name, key: key}
+	id := idOf(p, key)
 	h := s.hash(id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -144,7 +144,7 @@ func (s *Store) apply(p *sluice.Policy, key string, consumes bool, f func(sluice
 	i, found := sh.find(h, id)
 	var st sluice.State
 	var logCap int32
-	if found && sh.entries[i].alg == p.Algorithm {
+	if found {
 		st, logCap = sh.entries[i].state, sh.entries[i].logCap
 	}
 	next, res := f(st, now)
@@ -179,7 +179,7 @@ func (s *Store) apply(p *sluice.Policy, key string, consumes bool, f func(sluice
 
 // Reset implements sluice.Resetter: it forgets the state of (p, key).
 func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
-	id := entryKey{policy: p.Name, key: key}
+	id := idOf(p, key)
 	h := s.hash(id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -202,20 +202,27 @@ func (s *Store) Len() int {
 	return n
 }
 
-// TTL returns how long the state of (policy, key) is kept if nothing else
-// happens — its ResetAfter — and false when the store holds none.
+// TTL returns how long the state of the policy named policy and key is kept if
+// nothing else happens — its ResetAfter — and false when the store holds none.
+// A name used with several algorithms has a state for each: TTL reports the
+// first it finds, in the order of sluice.Algorithms.
 func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 	now := s.now()
-	id := entryKey{policy: policy, key: key}
-	h := s.hash(id)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	i, ok := sh.find(h, id)
-	if !ok || sh.entries[i].expires <= now {
-		return 0, false
+	for _, a := range sluice.Algorithms {
+		id := entryKey{policy: policy, alg: a, key: key}
+		h := s.hash(id)
+		sh := &s.shards[h&s.mask]
+		sh.mu.Lock()
+		var expires int64
+		if i, ok := sh.find(h, id); ok {
+			expires = sh.entries[i].expires
+		}
+		sh.mu.Unlock()
+		if expires > now {
+			return time.Duration(expires-now) * time.Microsecond, true
+		}
 	}
-	return time.Duration(sh.entries[i].expires-now) * time.Microsecond, true
+	return 0, false
 }
 
 // hash is computed once per decision: its low bits pick the shard, and the
@@ -224,7 +231,22 @@ func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 func (s *Store) hash(id entryKey) uint64 {
 	// Two one-shot hashes are cheaper than streaming both strings through a
 	// maphash.Hash; the rotation keeps (p, k) and (k, p) apart.
-	return maphash.String(s.seed, id.key) ^ bits.RotateLeft64(maphash.String(s.seed, id.policy), 29)
+	//
+	// The algorithm only separates one name's states, which find tells apart
+	// anyway, so a fixed constant per algorithm is mixing enough and costs no
+	// third hash.
+	return maphash.String(s.seed, id.key) ^ bits.RotateLeft64(maphash.String(s.seed, id.policy), 29) ^
+		algorithmMix(id.alg)
+}
+
+// algorithmMix is a distinct odd multiple of the golden ratio per algorithm.
+func algorithmMix(a sluice.Algorithm) uint64 {
+	for i, b := range sluice.Algorithms {
+		if a == b {
+			return uint64(2*i+1) * 0x9e3779b97f4a7c15
+		}
+	}
+	return 0
 }
 
 func insertSorted(xs []int, x int) []int {

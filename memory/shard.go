@@ -21,7 +21,18 @@ type shard struct {
 	_       [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
-type entryKey struct{ policy, key string }
+// entryKey identifies a state: like a Redis key, it holds the policy's name and
+// algorithm, so two policies of one name and different algorithms keep
+// separate states, as on every store.
+type entryKey struct {
+	policy string
+	alg    sluice.Algorithm
+	key    string
+}
+
+func idOf(p *sluice.Policy, key string) entryKey {
+	return entryKey{policy: p.Name, alg: p.Algorithm, key: key}
+}
 
 type entry struct {
 	id      entryKey
@@ -29,7 +40,6 @@ type entry struct {
 	expires int64 // microseconds; the state is initial from then on
 	safeAt  int64 // microseconds; from then on forgetting it is safe (see safeAt)
 	usage   *usage
-	alg     sluice.Algorithm
 	state   sluice.State
 	logCap  int32 // capacity of state.Log's buffer, for the byte budget
 	spilled bool  // indexed in spill, not index
@@ -69,17 +79,15 @@ func (sh *shard) setIndex(e *entry, i int32) {
 func (sh *shard) update(i int32, p *sluice.Policy, st sluice.State, res sluice.Result, now int64, logCap int32) {
 	e := &sh.entries[i]
 	expires := now + res.ResetAfter.Microseconds()
-	if e.alg == p.Algorithm {
-		// After a clock step backwards ResetAfter counts from the instant
-		// the state was last at; never forget it earlier than before.
-		expires = max(expires, e.expires)
-	}
+	// After a clock step backwards ResetAfter counts from the instant the
+	// state was last at; never forget it earlier than before.
+	expires = max(expires, e.expires)
 	if logCap != e.logCap { // only a log's buffer changes the charge
 		bytes := int64(logCap-e.logCap) * logEntryBytes
 		sh.bytes += bytes
 		e.usage.bytes.Add(bytes) // shared by every shard: not on every decision
 	}
-	e.alg, e.expires, e.safeAt, e.state, e.logCap = p.Algorithm, expires, safeAt(p, res, now, expires), st, logCap
+	e.expires, e.safeAt, e.state, e.logCap = expires, safeAt(p, res, now, expires), st, logCap
 }
 
 // insert adds a new entry for what a decision under p produced; the caller has
@@ -89,7 +97,7 @@ func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st sl
 	// header, say) for as long as the key lives.
 	id.key = strings.Clone(id.key)
 	expires := now + res.ResetAfter.Microseconds()
-	e := entry{id: id, hash: h, usage: u, alg: p.Algorithm, expires: expires, safeAt: safeAt(p, res, now, expires), state: st, logCap: logCap}
+	e := entry{id: id, hash: h, usage: u, expires: expires, safeAt: safeAt(p, res, now, expires), state: st, logCap: logCap}
 	if _, taken := sh.index[h]; taken {
 		e.spilled = true
 		if sh.spill == nil {

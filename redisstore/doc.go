@@ -62,13 +62,14 @@
 //	fixed_window    fw  string (LAST, COUNT)      last admission µs, units in its window
 //	sliding_window  sw  string (LAST, CUR, PREV)  last admission µs, its window's units, the window before's
 //	token_bucket    tb  string (LAST, MISSING)    last refill µs, missing credit µs
-//	gcra            gc  string (TAT)              theoretical arrival time µs
-//	leaky_bucket    lb  string (TAT)              the queue tail's TAT µs
+//	gcra            gc  string (TAT, TOL)         theoretical arrival time µs, the admitting policy's B·T µs
+//	leaky_bucket    lb  string (TAT, TOL)         the queue tail's TAT µs, the admitting policy's B·T µs
 //	sliding_log     sl  list of (TS, COST, CUM)   one per admission, oldest first
 //
 // Earlier versions of Sluice wrote the strings as decimal text ("LAST:COUNT"
 // and so on); such a state is still read, and rewritten packed by the next
-// admission. Those versions cannot read the packed states, so a rolling
+// admission (a GCRA or leaky-bucket state without TOL reads as the current
+// policy's tolerance). Those versions cannot read the packed states, so a rolling
 // upgrade that runs both on one Redis makes the old processes fail (their
 // fail policy decides) on keys the new ones have written: upgrade them all
 // at once, or with a new WithPrefix.

@@ -19,6 +19,7 @@ type model struct {
 	tokens  *big.Rat // buckets: tokens at tokenAt
 	tokenAt int64
 	lastEnd int64 // leaky bucket: when the queue is empty (last departure + its cost·T)
+	span    int64 // buckets: the largest B·T of any policy so far, which bounds every wait
 }
 
 type admission struct{ t, n int64 }
@@ -27,7 +28,27 @@ func newModel(p sluice.Policy) *model {
 	m := &model{alg: p.Algorithm, L: p.Limit, P: p.Period.Microseconds(), B: p.Capacity()}
 	m.T = (m.P + m.L - 1) / m.L
 	m.tokens = new(big.Rat).SetInt64(m.B)
+	m.span = m.B * m.T
 	return m
+}
+
+// change applies policy p (same name and algorithm) from t on, as the contract's
+// "Changing a policy" says: the windows and the log keep what was admitted and
+// count it against the new limit; a bucket keeps its missing credit in µs,
+// (B − tokens)·T, so it is full again at the same instant, and holds
+// B' − missing/T' tokens of the new size — fewer than none when it shrank
+// below what is missing. The leaky bucket's queue keeps its tail.
+func (m *model) change(p sluice.Policy, t int64) {
+	next := newModel(p)
+	if m.bucket() {
+		missing := new(big.Rat).Sub(new(big.Rat).SetInt64(m.B), m.tokensAt(t))
+		missing.Mul(missing, new(big.Rat).SetInt64(m.T))
+		missing.Quo(missing, new(big.Rat).SetInt64(next.T))
+		m.tokens = missing.Sub(new(big.Rat).SetInt64(next.B), missing)
+		m.tokenAt = t
+	}
+	m.L, m.P, m.B, m.T = next.L, next.P, next.B, next.T
+	m.span = max(m.span, next.span)
 }
 
 func (m *model) bucket() bool {
@@ -137,7 +158,7 @@ func firstAt(t, horizon int64, ok func(int64) bool) int64 {
 
 func (m *model) horizon() int64 {
 	if m.bucket() {
-		return (m.B + 1) * m.T
+		return m.span + (m.B+1)*m.T
 	}
 	return 3 * m.P
 }

@@ -12,7 +12,7 @@ import (
 // records the admission in the model.
 func (m *model) expected(now, n int64) sluice.Result {
 	res := sluice.Result{Limit: m.L}
-	if m.admits(now, n) {
+	if n == 0 || m.admits(now, n) { // a peek is always allowed
 		res.Allowed = true
 		if d := m.admit(now, n); m.alg == sluice.LeakyBucket {
 			res.Delay = time.Duration(d) * time.Microsecond

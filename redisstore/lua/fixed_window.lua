@@ -12,20 +12,20 @@ ALG.fw = {
       count = cnt
     end
     local allowed, retry = false, 0
-    if count + n <= L then
+    if n == 0 or count + n <= L then -- a peek is allowed over a lowered limit
       count = count + n
       allowed = true
     else
       retry = start + P - now
     end
     if count == 0 then
-      return allowed, L - count, retry, 0, 0
+      return allowed, math.max(0, L - count), retry, 0, 0
     end
     local w
     if allowed and n > 0 then
       w = enc2(now, count)
     end
-    return allowed, L - count, retry, start + P - now, 0, w, start + P, start, 0
+    return allowed, math.max(0, L - count), retry, start + P - now, 0, w, start + P, start, 0
   end,
 
   commit = put,

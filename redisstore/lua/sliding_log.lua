@@ -59,7 +59,7 @@ ALG.sl = {
     end
     local base = cum - sum -- running total before the oldest live entry
     local allowed, retry, w = false, 0, nil
-    if sum + n <= L then
+    if n == 0 or sum + n <= L then -- a peek is allowed over a lowered limit
       allowed = true
       if n > 0 then
         sum, cum, newest = sum + n, cum + n, now
@@ -73,9 +73,9 @@ ALG.sl = {
       retry = sl_at(key, i) + P - now
     end
     if not newest then
-      return allowed, L - sum, retry, 0, 0
+      return allowed, math.max(0, L - sum), retry, 0, 0
     end
-    return allowed, L - sum, retry, newest + P - now, 0, w, newest + P, now, cum
+    return allowed, math.max(0, L - sum), retry, newest + P - now, 0, w, newest + P, now, cum
   end,
 
   -- commit drops the entries that left the period and appends the new one.

@@ -42,7 +42,7 @@ ALG.sw = {
     end
     local e = now - start
     local allowed, retry = false, 0
-    if cur + n <= L and prev * (P - e) <= (L - cur - n) * P then
+    if n == 0 or cur + n <= L and prev * (P - e) <= (L - cur - n) * P then
       cur = cur + n
       allowed = true
     else

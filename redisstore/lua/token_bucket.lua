@@ -9,13 +9,13 @@ ALG.tb = {
       last = now
     end -- else the clock ran backwards: no time has passed
     local allowed, retry = false, 0
-    if missing + n * T <= full then
+    if n == 0 or missing + n * T <= full then -- a peek is allowed past a shrunk bucket
       missing = missing + n * T
       allowed = true
     else
       retry = missing + n * T - full
     end
-    local remaining = tdiv(full - missing, T)
+    local remaining = tdiv(math.max(0, full - missing), T)
     if missing == 0 then
       return allowed, remaining, retry, 0, 0
     end
