@@ -13,12 +13,14 @@ package xdsconfig
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -63,13 +65,17 @@ type Options struct {
 	DialOptions []grpc.DialOption
 	// Logger logs updates and connection problems; nil is slog.Default().
 	Logger *slog.Logger
+	// Registerer, when set, gets the client's metrics:
+	// sluice_xds_updates_total and sluice_xds_connected.
+	Registerer prometheus.Registerer
 }
 
 // Client subscribes to RateLimitConfig resources; Run drives it.
 type Client struct {
-	o    Options
-	log  *slog.Logger
-	node *core.Node
+	o       Options
+	log     *slog.Logger
+	node    *core.Node
+	metrics *metrics
 
 	accepted string // the last version applied, sent when resubscribing
 	rejected string // the last version rejected, to pace repeats
@@ -83,7 +89,11 @@ func New(o Options) (*Client, error) {
 	if o.Apply == nil {
 		return nil, errors.New("xdsconfig: no Apply function")
 	}
-	c := &Client{o: o, log: o.Logger}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("xdsconfig: %w", err)
+	}
+	c := &Client{o: o, log: o.Logger, metrics: m}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -151,6 +161,7 @@ func (c *Client) stream(ctx context.Context) (received bool, err error) {
 		return false, err
 	}
 	defer conn.Close()
+	defer c.metrics.connected.Set(0)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ads, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
@@ -168,6 +179,7 @@ func (c *Client) stream(ctx context.Context) (received bool, err error) {
 		}
 		if !received {
 			c.log.Info("xDS stream open", "node_id", c.o.NodeID)
+			c.metrics.connected.Set(1)
 		}
 		received = true
 		if resp.GetTypeUrl() != TypeURL {
@@ -193,6 +205,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 	}
 	if err == nil {
 		c.accepted, c.rejected = version, ""
+		c.metrics.updates.WithLabelValues("accepted").Inc()
 		c.log.Info("xDS configuration applied", "version", version, "resources", len(resp.GetResources()),
 			"domains", len(cfg.Domains), "policies", len(cfg.Policies))
 		return c.request(version, resp.GetNonce(), nil)
@@ -201,6 +214,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 		return nil
 	}
 	c.rejected = version
+	c.metrics.updates.WithLabelValues("rejected").Inc()
 	c.log.Error("xDS configuration rejected; the configuration in force stays", "version", version,
 		"in_force", c.accepted, "error", err)
 	detail := err.Error()

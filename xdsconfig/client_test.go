@@ -14,9 +14,11 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/internal/xdstest"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/service"
 	"github.com/sluicehq/sluice/storetest"
@@ -31,6 +33,7 @@ type node struct {
 	t   *testing.T
 	svc *service.Service
 	rls *envoyrls.Server
+	reg *prometheus.Registry // the client's metrics
 }
 
 // startNode starts a node whose files hold files (nil: none) and whose xDS
@@ -46,7 +49,9 @@ func startNode(t *testing.T, addr string, files *config.Config) *node {
 	}
 	clock := storetest.NewClock(storetest.Epoch)
 	svc := service.New(memory.New(memory.WithClock(clock)), files, service.WithLogger(quiet))
-	c, err := xdsconfig.New(xdsconfig.Options{Server: addr, NodeID: nodeID, Apply: svc.ApplyDynamic, Logger: quiet})
+	reg := prometheus.NewRegistry()
+	c, err := xdsconfig.New(xdsconfig.Options{Server: addr, NodeID: xdstest.NodeID, Apply: svc.ApplyDynamic, Logger: quiet,
+		Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +59,29 @@ func startNode(t *testing.T, addr string, files *config.Config) *node {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &node{t: t, svc: svc, rls: envoyrls.New(svc, envoyrls.WithClock(clock))}
+	return &node{t: t, svc: svc, rls: envoyrls.New(svc, envoyrls.WithClock(clock)), reg: reg}
+}
+
+// metric returns the value of the client's metric name, of the series with
+// label result=result when result is set.
+func (n *node) metric(name, result string) float64 {
+	n.t.Helper()
+	families, err := n.reg.Gather()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if result == "" || len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == result {
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	n.t.Fatalf("no metric %s{result=%q}", name, result)
+	return 0
 }
 
 // check asks the node's rate limit server about one descriptor of domain.
@@ -101,14 +128,14 @@ const (
 // TestAppliesAndDecides: a version from the server is applied, ACKed, and
 // decisions follow it.
 func TestAppliesAndDecides(t *testing.T) {
-	cp := startControlPlane(t, "127.0.0.1:0")
-	cp.set("v1", domainConfig("edge", "remote_address", "", 2))
-	n := startNode(t, cp.addr, nil)
-	waitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "remote_address", "10.0.0.1") == 2 })
+	cp := xdstest.Start(t, "127.0.0.1:0")
+	cp.Set("v1", xdstest.Domain("edge", "remote_address", "", 2))
+	n := startNode(t, cp.Addr, nil)
+	xdstest.WaitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "remote_address", "10.0.0.1") == 2 })
 	n.expect("edge", "remote_address", "10.0.0.1", ok, ok, over)
 	n.expect("edge", "remote_address", "10.0.0.2", ok)
-	waitFor(t, "the ACK of v1", func() bool { return cp.seen(acked("v1")) != nil })
-	if r := cp.seen(acked("v1")); r.GetNode().GetId() != nodeID || r.GetTypeUrl() != xdsconfig.TypeURL {
+	xdstest.WaitFor(t, "the ACK of v1", func() bool { return cp.Seen(acked("v1")) != nil })
+	if r := cp.Seen(acked("v1")); r.GetNode().GetId() != xdstest.NodeID || r.GetTypeUrl() != xdsconfig.TypeURL {
 		t.Errorf("ACK from node %q for %q", r.GetNode().GetId(), r.GetTypeUrl())
 	}
 }
@@ -117,20 +144,20 @@ func TestAppliesAndDecides(t *testing.T) {
 // configuration in force stays and no decision changes; a later valid
 // version is applied.
 func TestNACKKeepsDecisions(t *testing.T) {
-	cp := startControlPlane(t, "127.0.0.1:0")
-	cp.set("v1", domainConfig("edge", "user", "", 3))
-	n := startNode(t, cp.addr, nil)
-	waitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "alice") == 3 })
+	cp := xdstest.Start(t, "127.0.0.1:0")
+	cp.Set("v1", xdstest.Domain("edge", "user", "", 3))
+	n := startNode(t, cp.Addr, nil)
+	xdstest.WaitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "alice") == 3 })
 	n.expect("edge", "user", "alice", ok)
 	before := n.svc.Config()
 
 	// A limit of 100 a minute that does not validate: no unit.
-	bad := domainConfig("edge", "user", "", 100)
+	bad := xdstest.Domain("edge", "user", "", 100)
 	bad.Descriptors[0].RateLimit.Unit = rlsconf.RateLimitUnit_UNKNOWN
-	cp.set("v2", bad)
+	cp.Set("v2", bad)
 	var nack *discovery.DiscoveryRequest
-	waitFor(t, "the NACK of v2", func() bool {
-		nack = cp.seen(func(r *discovery.DiscoveryRequest) bool { return r.GetErrorDetail() != nil })
+	xdstest.WaitFor(t, "the NACK of v2", func() bool {
+		nack = cp.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetErrorDetail() != nil })
 		return nack != nil
 	})
 	if nack.GetVersionInfo() != "v1" || nack.GetResponseNonce() == "" {
@@ -144,30 +171,37 @@ func TestNACKKeepsDecisions(t *testing.T) {
 	}
 	n.expect("edge", "user", "alice", ok, ok, over) // still 3 a minute, counted across
 
-	cp.set("v3", domainConfig("edge", "user", "", 5))
-	waitFor(t, "v3 applied", func() bool { return n.limitOf("edge", "user", "alice") == 5 })
+	cp.Set("v3", xdstest.Domain("edge", "user", "", 5))
+	xdstest.WaitFor(t, "v3 applied", func() bool { return n.limitOf("edge", "user", "alice") == 5 })
 	// The counter is kept (same policy name): 3 used of the new 5.
 	n.expect("edge", "user", "alice", ok, ok, over)
-	waitFor(t, "the ACK of v3", func() bool { return cp.seen(acked("v3")) != nil })
+	xdstest.WaitFor(t, "the ACK of v3", func() bool { return cp.Seen(acked("v3")) != nil })
+	if acc, rej := n.metric("sluice_xds_updates_total", "accepted"), n.metric("sluice_xds_updates_total", "rejected"); acc < 2 || rej < 1 {
+		t.Errorf("updates: %v accepted, %v rejected; want 2 and at least 1", acc, rej)
+	}
+	if got := n.metric("sluice_xds_connected", ""); got != 1 {
+		t.Errorf("sluice_xds_connected %v while connected", got)
+	}
 }
 
 // TestReconnects: when the server goes away and comes back, the client
 // reconnects, resubscribes with the version it has, and applies what the new
 // server sends; meanwhile the configuration in force stays.
 func TestReconnects(t *testing.T) {
-	cp := startControlPlane(t, "127.0.0.1:0")
-	cp.set("v1", domainConfig("edge", "user", "", 2))
-	n := startNode(t, cp.addr, nil)
-	waitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "bob") == 2 })
-	waitFor(t, "the ACK of v1", func() bool { return cp.seen(acked("v1")) != nil })
-	cp.stop()
+	cp := xdstest.Start(t, "127.0.0.1:0")
+	cp.Set("v1", xdstest.Domain("edge", "user", "", 2))
+	n := startNode(t, cp.Addr, nil)
+	xdstest.WaitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "bob") == 2 })
+	xdstest.WaitFor(t, "the ACK of v1", func() bool { return cp.Seen(acked("v1")) != nil })
+	cp.Stop()
 	n.expect("edge", "user", "bob", ok, ok, over)
+	xdstest.WaitFor(t, "sluice_xds_connected 0", func() bool { return n.metric("sluice_xds_connected", "") == 0 })
 
-	again := startControlPlane(t, cp.addr)
-	again.set("v2", domainConfig("edge", "user", "", 4))
-	waitFor(t, "v2 applied", func() bool { return n.limitOf("edge", "user", "bob") == 4 })
+	again := xdstest.Start(t, cp.Addr)
+	again.Set("v2", xdstest.Domain("edge", "user", "", 4))
+	xdstest.WaitFor(t, "v2 applied", func() bool { return n.limitOf("edge", "user", "bob") == 4 })
 	n.expect("edge", "user", "bob", ok, ok, over)
-	resub := again.seen(func(r *discovery.DiscoveryRequest) bool { return r.GetResponseNonce() == "" })
+	resub := again.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetResponseNonce() == "" })
 	if resub == nil || resub.GetVersionInfo() != "v1" {
 		t.Errorf("resubscribed with %v, want version v1", resub)
 	}
@@ -197,10 +231,10 @@ policies:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := startControlPlane(t, "127.0.0.1:0")
-	cp.set("v1", domainConfig("edge", "user", "", 3), domainConfig("api", "path", "/x", 2))
-	n := startNode(t, cp.addr, files)
-	waitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "u") == 3 })
+	cp := xdstest.Start(t, "127.0.0.1:0")
+	cp.Set("v1", xdstest.Domain("edge", "user", "", 3), xdstest.Domain("api", "path", "/x", 2))
+	n := startNode(t, cp.Addr, files)
+	xdstest.WaitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "u") == 3 })
 	if got := n.limitOf("api", "path", "/x"); got != 2 {
 		t.Errorf("api limit %d, want 2", got)
 	}
@@ -208,13 +242,13 @@ policies:
 		t.Error("the files' native policy is gone")
 	}
 
-	cp.set("v2", domainConfig("api", "path", "/x", 2))
-	waitFor(t, "edge back from the files", func() bool { return n.limitOf("edge", "user", "u") == 1 })
+	cp.Set("v2", xdstest.Domain("api", "path", "/x", 2))
+	xdstest.WaitFor(t, "edge back from the files", func() bool { return n.limitOf("edge", "user", "u") == 1 })
 
 	before := n.svc.Config()
-	cp.set("v3", domainConfig("clash", "user", "", 9))
-	waitFor(t, "the NACK of v3", func() bool {
-		return cp.seen(func(r *discovery.DiscoveryRequest) bool {
+	cp.Set("v3", xdstest.Domain("clash", "user", "", 9))
+	xdstest.WaitFor(t, "the NACK of v3", func() bool {
+		return cp.Seen(func(r *discovery.DiscoveryRequest) bool {
 			return r.GetErrorDetail() != nil && strings.Contains(r.GetErrorDetail().GetMessage(), `"clash.user"`)
 		}) != nil
 	})

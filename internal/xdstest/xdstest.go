@@ -1,4 +1,6 @@
-package xdsconfig_test
+// Package xdstest runs a real xDS management server (go-control-plane's ADS
+// server and snapshot cache) on a loopback port, for tests of xDS clients.
+package xdstest
 
 import (
 	"context"
@@ -16,14 +18,16 @@ import (
 	"google.golang.org/grpc"
 )
 
-// nodeID is the node the tests' clients say they are.
-const nodeID = "sluice-test"
+// NodeID is the node whose snapshots Set sets: the clients under test must
+// say they are it.
+const NodeID = "sluice-test"
 
-// controlPlane is a real go-control-plane ADS server on a 127.0.0.1 port,
+// ControlPlane is a real go-control-plane ADS server on a 127.0.0.1 port,
 // serving snapshots from a snapshot cache and recording every request.
-type controlPlane struct {
+type ControlPlane struct {
+	// Addr is the address it listens on.
+	Addr  string
 	t     *testing.T
-	addr  string
 	cache cache.SnapshotCache
 	grpc  *grpc.Server
 	done  chan struct{}
@@ -32,9 +36,9 @@ type controlPlane struct {
 	requests []*discovery.DiscoveryRequest
 }
 
-// startControlPlane listens on addr ("127.0.0.1:0" for any port); it stops
-// at cleanup.
-func startControlPlane(t *testing.T, addr string) *controlPlane {
+// Start listens on addr ("127.0.0.1:0" for any port); the server stops at
+// cleanup.
+func Start(t *testing.T, addr string) *ControlPlane {
 	t.Helper()
 	var lis net.Listener
 	var err error
@@ -48,7 +52,7 @@ func startControlPlane(t *testing.T, addr string) *controlPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := &controlPlane{t: t, addr: lis.Addr().String(), cache: cache.NewSnapshotCache(true, cache.IDHash{}, nil),
+	cp := &ControlPlane{t: t, Addr: lis.Addr().String(), cache: cache.NewSnapshotCache(true, cache.IDHash{}, nil),
 		grpc: grpc.NewServer(), done: make(chan struct{})}
 	callbacks := server.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discovery.DiscoveryRequest) error {
 		cp.mu.Lock()
@@ -61,18 +65,18 @@ func startControlPlane(t *testing.T, addr string) *controlPlane {
 		defer close(cp.done)
 		_ = cp.grpc.Serve(lis)
 	}()
-	t.Cleanup(cp.stop)
+	t.Cleanup(cp.Stop)
 	return cp
 }
 
-// stop ends the server and every stream on it.
-func (cp *controlPlane) stop() {
+// Stop ends the server and every stream on it.
+func (cp *ControlPlane) Stop() {
 	cp.grpc.Stop()
 	<-cp.done
 }
 
-// set makes version, holding configs, what the server sends the test node.
-func (cp *controlPlane) set(version string, configs ...*rlsconf.RateLimitConfig) {
+// Set makes version, holding configs, what the server sends NodeID.
+func (cp *ControlPlane) Set(version string, configs ...*rlsconf.RateLimitConfig) {
 	cp.t.Helper()
 	res := make([]types.Resource, len(configs))
 	for i, c := range configs {
@@ -82,13 +86,13 @@ func (cp *controlPlane) set(version string, configs ...*rlsconf.RateLimitConfig)
 	if err != nil {
 		cp.t.Fatal(err)
 	}
-	if err := cp.cache.SetSnapshot(context.Background(), nodeID, snap); err != nil {
+	if err := cp.cache.SetSnapshot(context.Background(), NodeID, snap); err != nil {
 		cp.t.Fatal(err)
 	}
 }
 
-// seen returns the first request recorded that satisfies ok, or nil.
-func (cp *controlPlane) seen(ok func(*discovery.DiscoveryRequest) bool) *discovery.DiscoveryRequest {
+// Seen returns the first request received that satisfies ok, or nil.
+func (cp *ControlPlane) Seen(ok func(*discovery.DiscoveryRequest) bool) *discovery.DiscoveryRequest {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	for _, r := range cp.requests {
@@ -99,9 +103,9 @@ func (cp *controlPlane) seen(ok func(*discovery.DiscoveryRequest) bool) *discove
 	return nil
 }
 
-// waitFor polls cond until it holds, failing the test after a generous
+// WaitFor polls cond until it holds, failing the test after a generous
 // deadline: the machine may be loaded, so nothing is assumed about speed.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func WaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
@@ -112,9 +116,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// domainConfig is a RateLimitConfig with one descriptor, key=value, limited
+// Domain is a RateLimitConfig with one descriptor, key=value, limited
 // to perMinute requests a minute.
-func domainConfig(domain, key, value string, perMinute uint32) *rlsconf.RateLimitConfig {
+func Domain(domain, key, value string, perMinute uint32) *rlsconf.RateLimitConfig {
 	return &rlsconf.RateLimitConfig{Name: domain, Domain: domain, Descriptors: []*rlsconf.RateLimitDescriptor{{
 		Key: key, Value: value,
 		RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: perMinute},

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/service"
+	"github.com/sluicehq/sluice/xdsconfig"
+)
+
+// xdsOptions are serve's flags for the xDS configuration source.
+type xdsOptions struct {
+	server   string
+	nodeID   string
+	metadata string // key=value,key=value
+}
+
+// addFlags defines the flags on fs. Their defaults come from
+// envoyproxy/ratelimit's variables when it is configured for xDS
+// (CONFIG_TYPE=GRPC_XDS_SOTW), so that its manifests work unchanged.
+func (x *xdsOptions) addFlags(fs *flag.FlagSet, getenv func(string) string) {
+	server, nodeID, metadata := "", "default", ""
+	if getenv("CONFIG_TYPE") == "GRPC_XDS_SOTW" {
+		server, metadata = getenv("CONFIG_GRPC_XDS_SERVER_URL"), getenv("CONFIG_GRPC_XDS_NODE_METADATA")
+		if id := getenv("CONFIG_GRPC_XDS_NODE_ID"); id != "" {
+			nodeID = id
+		}
+	}
+	fs.StringVar(&x.server, "xds-server", server, "the xDS management server (`host:port`) to take rate limit domains from (RateLimitConfig resources, as envoyproxy/ratelimit with CONFIG_TYPE=GRPC_XDS_SOTW); empty: none")
+	fs.StringVar(&x.nodeID, "xds-node-id", nodeID, "the node `id` this instance gives the xDS server, which picks the configuration by it")
+	fs.StringVar(&x.metadata, "xds-node-metadata", metadata, "node metadata for the xDS server, as `key=value,key=value`")
+}
+
+// nodeMetadata parses --xds-node-metadata.
+func (x *xdsOptions) nodeMetadata() (map[string]string, error) {
+	if strings.TrimSpace(x.metadata) == "" {
+		return nil, nil
+	}
+	md := map[string]string{}
+	for _, item := range strings.Split(x.metadata, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--xds-node-metadata: %q is not key=value", item)
+		}
+		md[k] = v
+	}
+	return md, nil
+}
+
+// client returns the xDS client that applies to svc, or nil without
+// --xds-server.
+func (x *xdsOptions) client(svc *service.Service, log *slog.Logger) (*xdsconfig.Client, error) {
+	if x.server == "" {
+		return nil, nil
+	}
+	md, err := x.nodeMetadata()
+	if err != nil {
+		return nil, err
+	}
+	return xdsconfig.New(xdsconfig.Options{Server: x.server, NodeID: x.nodeID, NodeMetadata: md,
+		Apply: svc.ApplyDynamic, Logger: log, Registerer: svc.Registry()})
+}
+
+// runXDS runs c, when there is one, until ctx ends.
+func runXDS(ctx context.Context, c *xdsconfig.Client) {
+	if c != nil {
+		c.Run(ctx)
+	}
+}
+
+// loadFiles is loadConfig, except that with no files, which serve allows
+// when xDS provides the domains, it is an empty configuration.
+func loadFiles(paths []string, storeFlag string) (*config.Config, error) {
+	if len(paths) > 0 {
+		return loadConfig(paths, storeFlag)
+	}
+	cfg, err := config.ParseDocuments()
+	if err != nil {
+		return nil, err
+	}
+	if err := service.CheckStore(cfg, storeSection(cfg, storeFlag)); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
