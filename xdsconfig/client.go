@@ -12,6 +12,7 @@ package xdsconfig
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -60,9 +62,8 @@ type Options struct {
 	// Apply puts a converted configuration in force; an error rejects the
 	// version, and Apply must then leave the configuration in force as it was.
 	Apply func(*config.Config) error
-	// DialOptions are added to the connection's; without transport
-	// credentials among them the connection is plaintext.
-	DialOptions []grpc.DialOption
+	// TLS, when set, secures the connection; nil is plaintext.
+	TLS *tls.Config
 	// Logger logs updates and connection problems; nil is slog.Default().
 	Logger *slog.Logger
 	// Registerer, when set, gets the client's metrics:
@@ -155,8 +156,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // stream runs one ADS stream until it fails; received reports whether the
 // server sent anything on it.
 func (c *Client) stream(ctx context.Context) (received bool, err error) {
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, c.o.DialOptions...)
-	conn, err := grpc.NewClient(c.o.Server, opts...)
+	creds := insecure.NewCredentials()
+	if c.o.TLS != nil {
+		creds = credentials.NewTLS(c.o.TLS)
+	}
+	conn, err := grpc.NewClient(c.o.Server, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return false, err
 	}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/config"
@@ -17,6 +20,10 @@ type xdsOptions struct {
 	server   string
 	nodeID   string
 	metadata string // key=value,key=value
+
+	tls                       bool
+	caFile, certFile, keyFile string
+	serverName                string
 }
 
 // addFlags defines the flags on fs. Their defaults come from
@@ -24,15 +31,40 @@ type xdsOptions struct {
 // (CONFIG_TYPE=GRPC_XDS_SOTW), so that its manifests work unchanged.
 func (x *xdsOptions) addFlags(fs *flag.FlagSet, getenv func(string) string) {
 	server, nodeID, metadata := "", "default", ""
+	var def xdsOptions
 	if getenv("CONFIG_TYPE") == "GRPC_XDS_SOTW" {
 		server, metadata = getenv("CONFIG_GRPC_XDS_SERVER_URL"), getenv("CONFIG_GRPC_XDS_NODE_METADATA")
 		if id := getenv("CONFIG_GRPC_XDS_NODE_ID"); id != "" {
 			nodeID = id
 		}
+		def.tls, _ = strconv.ParseBool(getenv("CONFIG_GRPC_XDS_SERVER_USE_TLS"))
+		def.caFile, def.serverName = getenv("CONFIG_GRPC_XDS_SERVER_TLS_CACERT"), getenv("CONFIG_GRPC_XDS_SERVER_TLS_SAN")
+		def.certFile, def.keyFile = getenv("CONFIG_GRPC_XDS_CLIENT_TLS_CERT"), getenv("CONFIG_GRPC_XDS_CLIENT_TLS_KEY")
 	}
 	fs.StringVar(&x.server, "xds-server", server, "the xDS management server (`host:port`) to take rate limit domains from (RateLimitConfig resources, as envoyproxy/ratelimit with CONFIG_TYPE=GRPC_XDS_SOTW); empty: none")
 	fs.StringVar(&x.nodeID, "xds-node-id", nodeID, "the node `id` this instance gives the xDS server, which picks the configuration by it")
 	fs.StringVar(&x.metadata, "xds-node-metadata", metadata, "node metadata for the xDS server, as `key=value,key=value`")
+	fs.BoolVar(&x.tls, "xds-tls", def.tls, "connect to the xDS server over TLS (implied by the other --xds-*-file flags)")
+	fs.StringVar(&x.caFile, "xds-ca-file", def.caFile, "PEM `file` of the roots that verify the xDS server (default: the system's)")
+	fs.StringVar(&x.certFile, "xds-cert-file", def.certFile, "PEM `file` of a client certificate for the xDS server, with --xds-key-file")
+	fs.StringVar(&x.keyFile, "xds-key-file", def.keyFile, "PEM `file` of the client certificate's key")
+	fs.StringVar(&x.serverName, "xds-server-name", def.serverName, "the `name` to verify the xDS server's certificate against (default: the host of --xds-server)")
+}
+
+// tlsConfig is the connection's TLS configuration; nil for plaintext.
+func (x *xdsOptions) tlsConfig() (*tls.Config, error) {
+	if !x.tls && x.caFile == "" && x.certFile == "" && x.keyFile == "" {
+		return nil, nil
+	}
+	if (x.certFile == "") != (x.keyFile == "") {
+		return nil, errors.New("--xds-cert-file and --xds-key-file go together")
+	}
+	tc, field, err := service.ClientTLS(&config.TLS{CAFile: x.caFile, CertFile: x.certFile, KeyFile: x.keyFile, ServerName: x.serverName})
+	if err != nil {
+		flagName := map[string]string{"ca_file": "--xds-ca-file", "cert_file": "--xds-cert-file and --xds-key-file"}[field]
+		return nil, fmt.Errorf("%s: %w", flagName, err)
+	}
+	return tc, nil
 }
 
 // nodeMetadata parses --xds-node-metadata.
@@ -61,7 +93,11 @@ func (x *xdsOptions) client(svc *service.Service, log *slog.Logger) (*xdsconfig.
 	if err != nil {
 		return nil, err
 	}
-	return xdsconfig.New(xdsconfig.Options{Server: x.server, NodeID: x.nodeID, NodeMetadata: md,
+	tc, err := x.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	return xdsconfig.New(xdsconfig.Options{Server: x.server, NodeID: x.nodeID, NodeMetadata: md, TLS: tc,
 		Apply: svc.ApplyDynamic, Logger: log, Registerer: svc.Registry()})
 }
 

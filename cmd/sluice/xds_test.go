@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +17,10 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/xdstest"
 )
 
@@ -30,35 +36,7 @@ func TestServeFromXDS(t *testing.T) {
 	}
 	cp.Set("v1", perDay(2))
 
-	logs := &syncBuffer{}
-	log, _ := newLogger(logs, "text", "info")
-	ctx, cancel := context.WithCancel(context.Background())
-	o := serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second,
-		xds: xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID}}
-	srv, err := startServer(ctx, o, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	defer func() { cancel(); srv.wait() }()
-
-	conn, err := grpc.NewClient(srv.grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rls := rlsv3.NewRateLimitServiceClient(conn)
-	call := func(ip string) *rlsv3.RateLimitResponse {
-		t.Helper()
-		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer ccancel()
-		resp, err := rls.ShouldRateLimit(cctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
-			{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: ip}}}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
+	call, logs := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID})
 	expect := func(ip string, codes ...rlsv3.RateLimitResponse_Code) {
 		t.Helper()
 		for i, want := range codes {
@@ -70,8 +48,7 @@ func TestServeFromXDS(t *testing.T) {
 	// Until v1 is applied the domain is unknown and has no limit; the probe
 	// uses an address of its own so that it charges nothing the test counts.
 	xdstest.WaitFor(t, "v1 in force", func() bool {
-		st := call("10.9.9.9").GetStatuses()
-		return len(st) == 1 && st[0].GetCurrentLimit().GetRequestsPerUnit() == 2
+		return limitIs(call("10.9.9.9"), 2)
 	})
 	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 	expect("10.0.0.1", ok, ok, over)
@@ -89,11 +66,87 @@ func TestServeFromXDS(t *testing.T) {
 	}
 }
 
+// startXDSServe runs serve, with no file, on the xDS flags x; call asks
+// its Envoy rate limit API about remote_address=ip in domain edge.
+func startXDSServe(t *testing.T, x xdsOptions) (call func(ip string) *rlsv3.RateLimitResponse, logs *syncBuffer) {
+	t.Helper()
+	logs = &syncBuffer{}
+	log, _ := newLogger(logs, "text", "info")
+	ctx, cancel := context.WithCancel(context.Background())
+	o := serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second, xds: x}
+	srv, err := startServer(ctx, o, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.wait() })
+	conn, err := grpc.NewClient(srv.grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	return func(ip string) *rlsv3.RateLimitResponse {
+		t.Helper()
+		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer ccancel()
+		resp, err := rls.ShouldRateLimit(cctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
+			{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: ip}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}, logs
+}
+
+// limitIs reports whether call's answer carries a limit of n a unit.
+func limitIs(resp *rlsv3.RateLimitResponse, n uint32) bool {
+	st := resp.GetStatuses()
+	return len(st) == 1 && st[0].GetCurrentLimit().GetRequestsPerUnit() == n
+}
+
+// TestServeFromXDSOverTLS: --xds-ca-file, --xds-cert-file and --xds-key-file
+// connect with mutual TLS; a client certificate from another CA is refused,
+// and the refusal is logged as a lost stream.
+func TestServeFromXDSOverTLS(t *testing.T) {
+	pki := t.TempDir()
+	cert, key, ca := redistest.GenerateTLS(t, pki)
+	other := filepath.Join(pki, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	strangerCert, strangerKey, _ := redistest.GenerateTLS(t, other)
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if pem, err := os.ReadFile(ca); err != nil || !roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("CA: %v", err)
+	}
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: roots,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
+	cp := xdstest.Start(t, "127.0.0.1:0", grpc.Creds(creds))
+	cp.Set("v1", xdstest.Domain("edge", "remote_address", "", 7))
+
+	call, _ := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, caFile: ca, certFile: cert, keyFile: key})
+	xdstest.WaitFor(t, "v1 in force over TLS", func() bool { return limitIs(call("10.0.0.1"), 7) })
+
+	call, logs := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, caFile: ca,
+		certFile: strangerCert, keyFile: strangerKey})
+	xdstest.WaitFor(t, "the refused handshake logged", func() bool { return strings.Contains(logs.String(), "xDS stream lost") })
+	if limitIs(call("10.0.0.1"), 7) {
+		t.Error("a client the server refused got its configuration")
+	}
+}
+
 // TestXDSFlags: envoyproxy/ratelimit's variables give the defaults only when
 // it is configured for xDS; bad node metadata is a usage error.
 func TestXDSFlags(t *testing.T) {
 	env := map[string]string{"CONFIG_GRPC_XDS_SERVER_URL": "cp:18000", "CONFIG_GRPC_XDS_NODE_ID": "rl",
-		"CONFIG_GRPC_XDS_NODE_METADATA": "a=b"}
+		"CONFIG_GRPC_XDS_NODE_METADATA": "a=b", "CONFIG_GRPC_XDS_SERVER_USE_TLS": "true",
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT": "ca.pem", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "c.pem",
+		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "c.key", "CONFIG_GRPC_XDS_SERVER_TLS_SAN": "cp.internal"}
 	for _, xdsType := range []bool{false, true} {
 		if xdsType {
 			env["CONFIG_TYPE"] = "GRPC_XDS_SOTW"
@@ -102,7 +155,8 @@ func TestXDSFlags(t *testing.T) {
 		x.addFlags(flag.NewFlagSet("t", flag.ContinueOnError), func(k string) string { return env[k] })
 		want := xdsOptions{nodeID: "default"}
 		if xdsType {
-			want = xdsOptions{server: "cp:18000", nodeID: "rl", metadata: "a=b"}
+			want = xdsOptions{server: "cp:18000", nodeID: "rl", metadata: "a=b", tls: true, caFile: "ca.pem",
+				certFile: "c.pem", keyFile: "c.key", serverName: "cp.internal"}
 		}
 		if x != want {
 			t.Errorf("CONFIG_TYPE=%q: %+v, want %+v", env["CONFIG_TYPE"], x, want)
@@ -111,6 +165,21 @@ func TestXDSFlags(t *testing.T) {
 	md, err := (&xdsOptions{metadata: " zone=a , tier=gold=1"}).nodeMetadata()
 	if err != nil || len(md) != 2 || md["zone"] != "a" || md["tier"] != "gold=1" {
 		t.Errorf("metadata %v %v", md, err)
+	}
+	for _, tc := range []struct {
+		x    xdsOptions
+		want string
+	}{
+		{xdsOptions{certFile: "c.pem"}, "--xds-cert-file and --xds-key-file go together"},
+		{xdsOptions{caFile: filepath.Join(t.TempDir(), "missing.pem")}, "--xds-ca-file: "},
+		{xdsOptions{certFile: "/nonexistent/c.pem", keyFile: "/nonexistent/c.key"}, "--xds-cert-file and --xds-key-file: "},
+	} {
+		if _, err := tc.x.tlsConfig(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.x, err, tc.want)
+		}
+	}
+	if tc, err := (&xdsOptions{}).tlsConfig(); tc != nil || err != nil {
+		t.Errorf("no TLS flag: %v %v, want plaintext", tc, err)
 	}
 	var errb strings.Builder
 	code := runServe(context.Background(), []string{"--xds-server", "127.0.0.1:1", "--xds-node-metadata", "zone"}, io.Discard, &errb)

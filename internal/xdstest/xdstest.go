@@ -27,7 +27,7 @@ const NodeID = "sluice-test"
 type ControlPlane struct {
 	// Addr is the address it listens on.
 	Addr  string
-	t     *testing.T
+	t     testing.TB
 	cache cache.SnapshotCache
 	grpc  *grpc.Server
 	done  chan struct{}
@@ -36,9 +36,9 @@ type ControlPlane struct {
 	requests []*discovery.DiscoveryRequest
 }
 
-// Start listens on addr ("127.0.0.1:0" for any port); the server stops at
-// cleanup.
-func Start(t *testing.T, addr string) *ControlPlane {
+// Start listens on addr ("127.0.0.1:0" for any port), with opts (such as
+// grpc.Creds for TLS); the server stops at cleanup.
+func Start(t testing.TB, addr string, opts ...grpc.ServerOption) *ControlPlane {
 	t.Helper()
 	var lis net.Listener
 	var err error
@@ -53,7 +53,7 @@ func Start(t *testing.T, addr string) *ControlPlane {
 		t.Fatal(err)
 	}
 	cp := &ControlPlane{t: t, Addr: lis.Addr().String(), cache: cache.NewSnapshotCache(true, cache.IDHash{}, nil),
-		grpc: grpc.NewServer(), done: make(chan struct{})}
+		grpc: grpc.NewServer(opts...), done: make(chan struct{})}
 	callbacks := server.CallbackFuncs{StreamRequestFunc: func(_ int64, req *discovery.DiscoveryRequest) error {
 		cp.mu.Lock()
 		defer cp.mu.Unlock()
@@ -105,7 +105,7 @@ func (cp *ControlPlane) Seen(ok func(*discovery.DiscoveryRequest) bool) *discove
 
 // WaitFor polls cond until it holds, failing the test after a generous
 // deadline: the machine may be loaded, so nothing is assumed about speed.
-func WaitFor(t *testing.T, what string, cond func() bool) {
+func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
