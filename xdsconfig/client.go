@@ -49,6 +49,11 @@ const repeatNACKDelay = time.Second
 // maxErrorDetail bounds the reason sent with a NACK.
 const maxErrorDetail = 16 << 10
 
+// MaxMessageSize bounds one response: every domain comes in one message
+// (state of the world), and gRPC's default of 4 MiB is the size of one
+// configuration file.
+const MaxMessageSize = 64 << 20
+
 // Options configures a Client.
 type Options struct {
 	// Server is the management server's gRPC target, such as
@@ -160,7 +165,8 @@ func (c *Client) stream(ctx context.Context) (received bool, err error) {
 	if c.o.TLS != nil {
 		creds = credentials.NewTLS(c.o.TLS)
 	}
-	conn, err := grpc.NewClient(c.o.Server, grpc.WithTransportCredentials(creds))
+	conn, err := grpc.NewClient(c.o.Server, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize)))
 	if err != nil {
 		return false, err
 	}

@@ -2,6 +2,7 @@ package xdsconfig_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/envoyrls"
@@ -255,4 +257,22 @@ policies:
 	if n.svc.Config() != before {
 		t.Fatal("a NACKed version changed the configuration in force")
 	}
+}
+
+// TestLargeVersion: a version larger than gRPC's default 4 MiB message
+// limit is received and applied.
+func TestLargeVersion(t *testing.T) {
+	rc := &rlsconf.RateLimitConfig{Name: "big", Domain: "big"}
+	long := strings.Repeat("v", 1000)
+	for i := range 5000 {
+		rc.Descriptors = append(rc.Descriptors, &rlsconf.RateLimitDescriptor{Key: "k", Value: fmt.Sprint(i, long),
+			RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_HOUR, RequestsPerUnit: 3}})
+	}
+	if size := proto.Size(rc); size <= 4<<20 {
+		t.Fatalf("the version is %d bytes, not above 4 MiB", size)
+	}
+	cp := xdstest.Start(t, "127.0.0.1:0")
+	cp.Set("v1", rc)
+	n := startNode(t, cp.Addr, nil)
+	xdstest.WaitFor(t, "the large version applied", func() bool { return n.limitOf("big", "k", fmt.Sprint(4999, long)) == 3 })
 }
