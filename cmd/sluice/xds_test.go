@@ -36,7 +36,7 @@ func TestServeFromXDS(t *testing.T) {
 	}
 	cp.Set("v1", perDay(2))
 
-	call, logs := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID})
+	call, logs := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID}, "")
 	expect := func(ip string, codes ...rlsv3.RateLimitResponse_Code) {
 		t.Helper()
 		for i, want := range codes {
@@ -66,14 +66,64 @@ func TestServeFromXDS(t *testing.T) {
 	}
 }
 
-// startXDSServe runs serve, with no file, on the xDS flags x; call asks
-// its Envoy rate limit API about remote_address=ip in domain edge.
-func startXDSServe(t *testing.T, x xdsOptions) (call func(ip string) *rlsv3.RateLimitResponse, logs *syncBuffer) {
+// TestNACKAcrossNodes: two nodes on one Redis take their limits from one
+// xDS server; a version both NACK changes no decision on either, and counts
+// stay shared; the next valid version applies on both.
+func TestNACKAcrossNodes(t *testing.T) {
+	r := redistest.Start(t)
+	cp := xdstest.Start(t, "127.0.0.1:0")
+	perDay := func(n uint32) *rlsconf.RateLimitConfig {
+		c := xdstest.Domain("edge", "remote_address", "", n)
+		c.Descriptors[0].RateLimit.Unit = rlsconf.RateLimitUnit_DAY
+		return c
+	}
+	cp.Set("v1", perDay(3))
+	a, _ := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, metadata: "name=a"}, r.URL())
+	b, _ := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, metadata: "name=b"}, r.URL())
+	for _, node := range []func(string) *rlsv3.RateLimitResponse{a, b} {
+		xdstest.WaitFor(t, "v1 in force", func() bool { return limitIs(node("probe"), 3) })
+	}
+	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	expect := func(ip string, codes ...rlsv3.RateLimitResponse_Code) {
+		t.Helper()
+		for i, want := range codes {
+			node := map[bool]func(string) *rlsv3.RateLimitResponse{true: a, false: b}[i%2 == 0]
+			if got := node(ip).GetOverallCode(); got != want {
+				t.Fatalf("%s request %d: %v, want %v", ip, i+1, got, want)
+			}
+		}
+	}
+	expect("10.0.0.1", ok, ok)
+
+	bad := perDay(1000)
+	bad.Descriptors[0].RateLimit.Unit = rlsconf.RateLimitUnit_UNKNOWN
+	cp.Set("v2", bad)
+	for _, name := range []string{"a", "b"} {
+		xdstest.WaitFor(t, "the NACK of node "+name, func() bool {
+			return cp.Seen(func(req *discovery.DiscoveryRequest) bool {
+				return req.GetErrorDetail() != nil && req.GetNode().GetMetadata().GetFields()["name"].GetStringValue() == name
+			}) != nil
+		})
+	}
+	expect("10.0.0.1", ok, over, over) // the third of 3 a day, shared on Redis
+	expect("10.0.0.2", ok, ok, ok, over)
+
+	cp.Set("v3", perDay(5))
+	for _, node := range []func(string) *rlsv3.RateLimitResponse{a, b} {
+		xdstest.WaitFor(t, "v3 in force", func() bool { return limitIs(node("probe"), 5) })
+	}
+	expect("10.0.0.1", ok, ok, over)
+}
+
+// startXDSServe runs serve, with no file, on the xDS flags x and the store
+// storeURL ("" for memory); call asks its Envoy rate limit API about
+// remote_address=ip in domain edge.
+func startXDSServe(t *testing.T, x xdsOptions, storeURL string) (call func(ip string) *rlsv3.RateLimitResponse, logs *syncBuffer) {
 	t.Helper()
 	logs = &syncBuffer{}
 	log, _ := newLogger(logs, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
-	o := serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second, xds: x}
+	o := serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second, xds: x, storeURL: storeURL}
 	srv, err := startServer(ctx, o, log)
 	if err != nil {
 		cancel()
@@ -129,11 +179,11 @@ func TestServeFromXDSOverTLS(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0", grpc.Creds(creds))
 	cp.Set("v1", xdstest.Domain("edge", "remote_address", "", 7))
 
-	call, _ := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, caFile: ca, certFile: cert, keyFile: key})
+	call, _ := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, caFile: ca, certFile: cert, keyFile: key}, "")
 	xdstest.WaitFor(t, "v1 in force over TLS", func() bool { return limitIs(call("10.0.0.1"), 7) })
 
 	call, logs := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, caFile: ca,
-		certFile: strangerCert, keyFile: strangerKey})
+		certFile: strangerCert, keyFile: strangerKey}, "")
 	xdstest.WaitFor(t, "the refused handshake logged", func() bool { return strings.Contains(logs.String(), "xDS stream lost") })
 	if limitIs(call("10.0.0.1"), 7) {
 		t.Error("a client the server refused got its configuration")
