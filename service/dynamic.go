@@ -18,7 +18,7 @@ func (s *Service) ApplyDynamic(cfg *config.Config) error {
 	}
 	s.dynamic = cfg
 	s.install(merged)
-	s.log.Info("dynamic configuration applied", "sources", len(cfg.Files), "policies", len(merged.Policies),
+	s.log.Debug("dynamic configuration applied", "sources", len(cfg.Files), "policies", len(merged.Policies),
 		"domains", len(merged.Domains))
 	return nil
 }
