@@ -96,8 +96,12 @@ func (p *fileParser) descriptors(n *yaml.Node, path string, parent name, depth i
 		// Ratelimit rejects a repeated key and value too: which one would apply?
 		kv := keyValue{d.Key, d.Value}
 		if line, dup := seen[kv]; dup {
-			p.errorf(f.node, ipath, "duplicate descriptor: key %q with value %q is already defined at line %d on this level",
-				d.Key, d.Value, line)
+			where := fmt.Sprintf("at line %d", line)
+			if line == 0 { // a document built in memory
+				where = "earlier"
+			}
+			p.errorf(f.node, ipath, "duplicate descriptor: key %q with value %q is already defined %s on this level",
+				d.Key, d.Value, where)
 			continue
 		}
 		seen[kv] = f.node.Line

@@ -188,6 +188,12 @@ func parseFile(file string, data []byte, ps *problems) *parsed {
 	if root == nil {
 		return nil
 	}
+	return parseRoot(p, root)
+}
+
+// parseRoot is parseFile for a document's top node.
+func parseRoot(p *fileParser, root *yaml.Node) *parsed {
+	file := p.file
 	if root.Kind != yaml.MappingNode {
 		p.errorf(root, "", "the top level must be a mapping: store: and policies: "+
 			"(Sluice's format) or domain: and descriptors: (envoyproxy/ratelimit's), got %s", describe(root))
@@ -240,7 +246,7 @@ func merge(files []*parsed, ps *problems) *Config {
 					d.Name, prev)
 			} else {
 				cfg.Domains[d.Name] = d
-				domainAt[d.Name] = fmt.Sprintf("%s:%d", f.file, f.domainKey.Line)
+				domainAt[d.Name] = location(f.file, f.domainKey.Line)
 			}
 		}
 		for _, pl := range f.policies {
@@ -263,7 +269,7 @@ func merge(files []*parsed, ps *problems) *Config {
 				continue
 			}
 			cfg.Policies[name] = pl.pol
-			policyAt[name] = fmt.Sprintf("%s:%d", pl.pol.File, pl.pol.Line)
+			policyAt[name] = location(pl.pol.File, pl.pol.Line)
 		}
 	}
 	cfg.Proxy = mergeProxy(files, cfg.Policies, ps)

@@ -18,8 +18,16 @@ import (
 // sluice_config_reloads_total{result="failure"}, and Reload returns it.
 // Counters in the store are untouched either way: a policy keeps its state as
 // long as its name stays the same.
+//
+// A configuration from xDS (ApplyDynamic) stays merged over the files'.
 func (s *Service) Reload(load func() (*config.Config, error)) error {
-	cfg, err := load()
+	s.configMu.Lock()
+	defer s.configMu.Unlock()
+	files, err := load()
+	cfg := files
+	if err == nil && s.dynamic != nil {
+		cfg, err = config.Overlay(files, s.dynamic)
+	}
 	if err != nil {
 		s.metrics.reloads.WithLabelValues("failure").Inc()
 		s.log.Error("configuration rejected; the previous one stays in force", "error", err)
@@ -30,6 +38,7 @@ func (s *Service) Reload(load func() (*config.Config, error)) error {
 		s.log.Warn("the store section changed; it takes effect at the next restart",
 			"old_url", RedactURL(old.Store.URL), "new_url", RedactURL(cfg.Store.URL))
 	}
+	s.files = files
 	s.install(cfg)
 	s.metrics.reloads.WithLabelValues("success").Inc()
 	s.log.Info("configuration reloaded", "files", cfg.Files, "policies", len(cfg.Policies), "domains", len(cfg.Domains))

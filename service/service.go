@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,13 @@ type Service struct {
 	metrics *metrics
 	log     *slog.Logger
 	errLog  errorLog
+
+	// configMu orders configuration changes: files (the files'
+	// configuration) and dynamic (the xDS one, nil without) are what the
+	// configuration in force is merged from (see ApplyDynamic).
+	configMu sync.Mutex
+	files    *config.Config
+	dynamic  *config.Config
 }
 
 // snapshot is one configuration with what the hot path derives from it.
@@ -60,6 +68,7 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	if fs, ok := store.(*failover.Store); ok {
 		s.watchFailover(fs)
 	}
+	s.files = cfg
 	s.install(cfg)
 	return s
 }

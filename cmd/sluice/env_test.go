@@ -49,6 +49,14 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_HTTP_READ_TIMEOUT":        "21s",
 		"SLUICE_HTTP_IDLE_TIMEOUT":        "22s",
 		"SLUICE_HTTP_MAX_HEADER_BYTES":    "23",
+		"SLUICE_XDS_SERVER":               "xds.example:18000",
+		"SLUICE_XDS_NODE_ID":              "edge-1",
+		"SLUICE_XDS_NODE_METADATA":        "zone=a,tier=gold",
+		"SLUICE_XDS_TLS":                  "true",
+		"SLUICE_XDS_CA_FILE":              "/pki/ca.pem",
+		"SLUICE_XDS_CERT_FILE":            "/pki/client.pem",
+		"SLUICE_XDS_KEY_FILE":             "/pki/client.key",
+		"SLUICE_XDS_SERVER_NAME":          "xds.internal",
 	}
 	want := serveOptions{
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
@@ -61,6 +69,8 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 			grpcKeepaliveTime: 18 * time.Second, httpMaxConns: 19, httpReadHeader: 20 * time.Second,
 			httpRead: 21 * time.Second, httpIdle: 22 * time.Second, httpMaxHeaderBytes: 23,
 		},
+		xds: xdsOptions{server: "xds.example:18000", nodeID: "edge-1", metadata: "zone=a,tier=gold", tls: true,
+			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal"},
 	}
 	var o serveOptions
 	fs := newServeFlags(&o, io.Discard)

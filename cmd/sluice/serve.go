@@ -42,6 +42,7 @@ type serveOptions struct {
 	shutdown       time.Duration
 	drain          time.Duration // reporting not ready before shutting down; 0: none
 	limits         *connLimits   // nil: defaultConnLimits
+	xds            xdsOptions
 }
 
 const serveDescription = `Serve runs the rate limit service. It decides over two APIs:
@@ -60,6 +61,12 @@ RUNTIME_APPDIRECTORY name the directory. Configuration files are watched (their
 directories, and where symlinks lead, so Kubernetes ConfigMap updates and edits
 of a linked file are seen) and reloaded on change and on SIGHUP. A file that fails
 validation is rejected whole and the configuration in force stays.
+
+With --xds-server, rate limit domains also come from an xDS management server
+(RateLimitConfig resources over ADS, as envoyproxy/ratelimit's
+CONFIG_TYPE=GRPC_XDS_SOTW); --config may then be left out. A domain defined both
+there and in a file is the xDS server's. A version that fails validation is
+NACKed and the configuration in force stays.
 
 SIGTERM or SIGINT drains, then shuts down: for --drain, /readyz answers 503 and
 gRPC health NOT_SERVING while requests are still served; then the listeners
@@ -88,6 +95,7 @@ func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
 	limits := defaultConnLimits()
 	limits.addFlags(fs)
 	o.limits = &limits
+	o.xds.addFlags(fs, os.Getenv)
 	fs.IntVar(&o.streamWorkers, "grpc-stream-workers", runtime.GOMAXPROCS(0), "gRPC: goroutines reused across calls instead of one new goroutine per call (0: one per call)")
 	withEnvHelp(fs)
 	return fs
@@ -102,8 +110,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
 		return code
 	}
-	if o.configs = configPaths(o.configs, os.LookupEnv); len(o.configs) == 0 {
-		return usageError(fs, "give at least one --config file or directory (try examples/sluice.yaml)")
+	if o.configs = configPaths(o.configs, os.LookupEnv); len(o.configs) == 0 && o.xds.server == "" {
+		return usageError(fs, "give at least one --config file or directory (try examples/sluice.yaml), or --xds-server")
+	}
+	if _, err := o.xds.nodeMetadata(); err != nil {
+		return usageError(fs, err.Error())
 	}
 	if msg := o.limits.validate(); msg != "" || o.drain < 0 || o.shutdown <= 0 {
 		if msg == "" {
@@ -169,7 +180,7 @@ type server struct {
 func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server, error) {
 	paths := []string(o.configs)
 	load := func() (*config.Config, error) {
-		cfg, err := loadConfig(paths, o.storeURL)
+		cfg, err := loadFiles(paths, o.storeURL)
 		if err == nil {
 			for _, w := range cfg.Warnings() {
 				log.Warn("costly policy", "warning", w)
@@ -191,6 +202,11 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		return nil, err
 	}
 	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()))
+	xds, err := o.xds.client(svc, log)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
 
 	limits := o.limits
 	if limits == nil {
@@ -249,11 +265,14 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		})
 	}
 	watchCtx, stopWatch := context.WithCancel(context.Background())
-	wg.Go(func() {
-		if err := svc.Watch(watchCtx, paths, load); err != nil {
-			log.Warn("not watching the configuration files; reload with SIGHUP", "error", err)
-		}
-	})
+	if len(paths) > 0 {
+		wg.Go(func() {
+			if err := svc.Watch(watchCtx, paths, load); err != nil {
+				log.Warn("not watching the configuration files; reload with SIGHUP", "error", err)
+			}
+		})
+	}
+	wg.Go(func() { runXDS(watchCtx, xds) })
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	wg.Go(func() {
@@ -269,7 +288,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	})
 	log.Info("sluice serving", "version", buildVersion(), "store", service.RedactURL(storeCfg.URL),
 		"http", s.httpAddr.String(), "grpc", addrString(s.grpcAddr),
-		"policies", len(cfg.Policies), "domains", len(cfg.Domains), "admin_api", token != "")
+		"policies", len(cfg.Policies), "domains", len(cfg.Domains), "admin_api", token != "", "xds", o.xds.server)
 
 	go func() {
 		defer close(s.done)
