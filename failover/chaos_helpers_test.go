@@ -620,18 +620,6 @@ func mustDo(t *testing.T, srv *redistest.Server, args ...string) string {
 	return out
 }
 
-// infoField reads one field of an INFO section; ok is false when the
-// server's version does not report it.
-func infoField(t *testing.T, srv *redistest.Server, section, field string) (v string, ok bool) {
-	t.Helper()
-	for _, line := range strings.Split(mustDo(t, srv, "INFO", section), "\n") {
-		if k, v, found := strings.Cut(strings.TrimSpace(line), ":"); found && k == field {
-			return v, true
-		}
-	}
-	return "", false
-}
-
 // clusterNode is one line of CLUSTER NODES.
 type clusterNode struct {
 	id, master string
