@@ -120,13 +120,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if t == nil {
 		return s.shouldRateLimit(ctx, req)
 	}
-	ctx, span := t.StartRPC(ctx, ServiceName, "ShouldRateLimit")
-	span.SetAttributes(tracing.KeyOutcome.String(tracing.OutcomeAllowed)) // unless the decision says otherwise
+	ctx, span := t.StartRateLimit(ctx, ServiceName, "ShouldRateLimit", req.GetDomain(), len(req.GetDescriptors()))
 	resp, err := s.shouldRateLimit(ctx, req)
-	if err == nil {
-		tracing.NoteRPC(span, req.GetDomain(), len(req.GetDescriptors()), resp.GetOverallCode() == rlsv3.RateLimitResponse_OK)
-	}
-	tracing.EndRPC(span, err)
+	tracing.EndRateLimit(span, resp.GetOverallCode() == rlsv3.RateLimitResponse_OK, err)
 	return resp, err
 }
 

@@ -10,38 +10,41 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// StartRPC starts the server span of a gRPC call to service/method, a child
-// of the W3C traceparent in the call's metadata. End it with EndRPC.
-func (t *Tracer) StartRPC(ctx context.Context, service, method string) (context.Context, trace.Span) {
+// StartRateLimit starts the server span of a call to Envoy's rate limit
+// service (service/method) for domain with n descriptors, a child of the W3C
+// traceparent in the call's metadata. Its outcome is allowed unless the
+// decision inside says otherwise. End it with EndRateLimit.
+func (t *Tracer) StartRateLimit(ctx context.Context, service, method, domain string, n int) (context.Context, trace.Span) {
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		ctx = t.prop.Extract(ctx, metadataCarrier(md))
 	}
 	return t.tracer.Start(ctx, service+"/"+method, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("rpc.system", "grpc"),
-			attribute.String("rpc.service", service), attribute.String("rpc.method", method)))
+			attribute.String("rpc.service", service), attribute.String("rpc.method", method),
+			KeyDomain.String(domain), KeyDescriptors.Int(n), KeyOutcome.String(OutcomeAllowed)))
 }
 
-// NoteRPC records on span what a rate limit call was about and what its
-// client was told: allowed or not, whatever the decision inside said.
-func NoteRPC(span trace.Span, domain string, descriptors int, allowed bool) {
+// EndRateLimit records what the client was told — allowed or not, whatever
+// the decision inside said, and the gRPC status — and ends span.
+func EndRateLimit(span trace.Span, allowed bool, err error) {
+	defer span.End()
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(KeyDomain.String(domain), KeyDescriptors.Int(descriptors), KeyAllowed.Bool(allowed))
-	if !allowed {
-		span.SetAttributes(KeyOutcome.String(OutcomeDenied))
-	}
-}
-
-// EndRPC records the call's gRPC status on span, and ends it.
-func EndRPC(span trace.Span, err error) {
 	st, _ := status.FromError(err)
-	span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(st.Code())))
+	code := attribute.Int("rpc.grpc.status_code", int(st.Code()))
+	switch {
+	case err != nil:
+		span.SetAttributes(code, KeyOutcome.String(OutcomeError))
+	case allowed:
+		span.SetAttributes(code, KeyAllowed.Bool(true))
+	default:
+		span.SetAttributes(code, KeyAllowed.Bool(false), KeyOutcome.String(OutcomeDenied))
+	}
 	if err != nil {
 		span.SetAttributes(KeyErrorType.String(st.Code().String()))
 		span.SetStatus(codes.Error, st.Message())
 	}
-	span.End()
 }
 
 // metadataCarrier reads W3C trace context from gRPC metadata, whose keys

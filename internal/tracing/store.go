@@ -41,7 +41,8 @@ func (t *Tracer) WrapStore(inner sluice.Store) sluice.Store {
 
 // Decide implements sluice.Store.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
-	ctx, span := s.t.tracer.Start(ctx, SpanDecide, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := s.t.tracer.Start(ctx, SpanDecide, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attribute.Int64("sluice.cost", req.Cost)))
 	defer span.End()
 	r, err := s.inner.Decide(ctx, req)
 	if span.IsRecording() {
@@ -50,7 +51,6 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 			d.Keys = []string{req.Key}
 		}
 		s.note(span, &d, r.Degraded)
-		span.SetAttributes(attribute.Int64("sluice.cost", req.Cost))
 	}
 	return r, err
 }

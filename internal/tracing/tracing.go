@@ -44,6 +44,8 @@ const (
 	OutcomeDenied  = "denied"
 	// OutcomeShadow: allowed, but a shadow policy would have denied.
 	OutcomeShadow = "shadow"
+	// OutcomeError: no decision; error.type says why.
+	OutcomeError = "error"
 )
 
 // Tracer starts Sluice's spans. A nil *Tracer is tracing off.
@@ -98,6 +100,8 @@ func (t *Tracer) record(span trace.Span, d Decision) {
 	}
 	if d.Err == nil || d.FailPolicy != "" {
 		attrs = append(attrs, KeyAllowed.Bool(d.Allowed), KeyOutcome.String(outcome(d)))
+	} else {
+		attrs = append(attrs, KeyOutcome.String(OutcomeError))
 	}
 	if d.FailPolicy != "" {
 		// The store could not decide and the fail policy did: the shared
@@ -121,11 +125,17 @@ func outcome(d Decision) string {
 }
 
 // fail marks span as failed by err, with a cause of low cardinality in
-// error.type for grouping.
+// error.type for grouping. A caller's invalid check is not the span's
+// failure: only its cause is recorded.
 func fail(span trace.Span, err error) {
-	span.SetAttributes(KeyErrorType.String(Cause(err)))
-	span.SetStatus(codes.Error, err.Error())
+	cause := Cause(err)
+	span.SetAttributes(KeyErrorType.String(cause))
+	if cause != causeInvalid {
+		span.SetStatus(codes.Error, err.Error())
+	}
 }
+
+const causeInvalid = "invalid_check"
 
 // Cause classifies a decision's error: timeout, breaker_open, unavailable
 // (failing closed), canceled, invalid_check or store.
@@ -142,7 +152,7 @@ func Cause(err error) string {
 	case errors.Is(err, sluice.ErrInvalidKey), errors.Is(err, sluice.ErrInvalidCost),
 		errors.Is(err, sluice.ErrExceedsCapacity), errors.Is(err, sluice.ErrDuplicateCheck),
 		errors.Is(err, sluice.ErrInvalidPolicy):
-		return "invalid_check"
+		return causeInvalid
 	}
 	return "store"
 }

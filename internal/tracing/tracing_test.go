@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,21 +11,13 @@ import (
 	"strings"
 	"testing"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/envoyrls"
-	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/service"
@@ -183,203 +174,6 @@ func noKeys(t *testing.T, spans []sdktrace.ReadOnlySpan, key string) {
 				t.Errorf("span %q: %s holds the key %q, which was not asked for", s.Name(), kv.Key, key)
 			}
 		}
-	}
-}
-
-func TestHTTPCheckSpans(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
-	srv := httptest.NewServer(httpapi.New(svc))
-	defer srv.Close()
-	body := `{"checks":[{"policy":"per_user","key":"` + secretKey + `"},{"policy":"per_user_shadow","key":"` + secretKey + `"}]}`
-	for i, want := range []struct {
-		status  int
-		outcome string
-		allowed bool
-	}{
-		{200, tracing.OutcomeAllowed, true},
-		{200, tracing.OutcomeShadow, true}, // the shadow policy's limit is 1
-		{429, tracing.OutcomeDenied, false},
-	} {
-		rec.Reset()
-		if got := check(t, srv, body); got != want.status {
-			t.Fatalf("check %d: status %d, want %d", i, got, want.status)
-		}
-		spans := rec.Ended()
-		front, store := byName(t, spans, "POST /v1/check")
-		wantChildOfClient(t, front)
-		wantAttr(t, front, "http.response.status_code", int64(want.status))
-		wantAttr(t, front, tracing.KeyPolicies, "per_user,per_user_shadow")
-		wantAttr(t, front, tracing.KeyChecks, int64(2))
-		wantAttr(t, front, tracing.KeyOutcome, want.outcome)
-		wantAttr(t, front, tracing.KeyAllowed, want.allowed)
-		if _, ok := attr(front, tracing.KeyDegraded); ok {
-			t.Errorf("check %d: marked degraded on the memory store", i)
-		}
-		// The enforced policy, then the shadow one: a store call each.
-		if len(store) != 2 {
-			t.Fatalf("check %d: %d store spans, want 2", i, len(store))
-		}
-		for _, s := range store {
-			wantChildOf(t, s, front)
-			wantAttr(t, s, tracing.KeyChecks, int64(1))
-		}
-		noKeys(t, spans, secretKey)
-	}
-}
-
-func TestHTTPCheckKeysWhenAsked(t *testing.T) {
-	svc, rec := traced(t, memory.New(), true)
-	srv := httptest.NewServer(httpapi.New(svc))
-	defer srv.Close()
-	if got := check(t, srv, `{"policy":"per_user","key":"`+secretKey+`"}`); got != 200 {
-		t.Fatalf("status %d", got)
-	}
-	front, store := byName(t, rec.Ended(), "POST /v1/check")
-	wantAttr(t, front, tracing.KeyKeys, secretKey)
-	for _, s := range store {
-		wantAttr(t, s, tracing.KeyKeys, secretKey)
-	}
-}
-
-func TestHTTPBadRequestSpan(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
-	srv := httptest.NewServer(httpapi.New(svc))
-	defer srv.Close()
-	if got := check(t, srv, `{"policy":"nope","key":"`+secretKey+`"}`); got != 404 {
-		t.Fatalf("status %d, want 404", got)
-	}
-	front, store := byName(t, rec.Ended(), "POST /v1/check")
-	wantAttr(t, front, "http.response.status_code", int64(404))
-	if front.Status().Code == codes.Error || len(store) != 0 {
-		t.Errorf("a client's mistake: status %v, %d store calls; want no error and no store call", front.Status(), len(store))
-	}
-}
-
-// deadRedis returns a redis:// URL where nothing listens.
-func deadRedis(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "redis://" + addr
-}
-
-// TestDegradedSpans: with Redis down the fail policy decides, and both the
-// request's span and the store's say so, and which policy it was.
-func TestDegradedSpans(t *testing.T) {
-	for _, c := range []struct {
-		onError string
-		status  int
-		allowed bool
-	}{{"local", 200, true}, {"open", 200, true}, {"closed", 503, false}} {
-		t.Run(c.onError, func(t *testing.T) {
-			store, closeStore, err := service.OpenStore(config.Store{URL: deadRedis(t), OnError: c.onError}, quiet)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeStore()
-			svc, rec := traced(t, store, false)
-			srv := httptest.NewServer(httpapi.New(svc))
-			defer srv.Close()
-			if got := check(t, srv, `{"policy":"per_user","key":"`+secretKey+`"}`); got != c.status {
-				t.Fatalf("status %d, want %d", got, c.status)
-			}
-			spans := rec.Ended()
-			front, store2 := byName(t, spans, "POST /v1/check")
-			if len(store2) != 1 {
-				t.Fatalf("%d store spans, want 1", len(store2))
-			}
-			for _, s := range []sdktrace.ReadOnlySpan{front, store2[0]} {
-				wantAttr(t, s, tracing.KeyDegraded, true)
-				wantAttr(t, s, tracing.KeyFailPolicy, c.onError)
-				wantAttr(t, s, tracing.KeyAllowed, c.allowed)
-			}
-			if c.onError == "closed" {
-				if front.Status().Code != codes.Error || store2[0].Status().Code != codes.Error {
-					t.Errorf("failing closed: statuses %v, %v; want errors", front.Status(), store2[0].Status())
-				}
-				wantAttr(t, store2[0], tracing.KeyErrorType, "unavailable")
-			}
-			noKeys(t, spans, secretKey)
-		})
-	}
-}
-
-// rls serves svc's RLS on 127.0.0.1 and returns a client.
-func rls(t *testing.T, svc *service.Service) rlsv3.RateLimitServiceClient {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	envoyrls.New(svc).Register(g)
-	go func() { _ = g.Serve(ln) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return rlsv3.NewRateLimitServiceClient(conn)
-}
-
-func TestRLSSpans(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
-	client := rls(t, svc)
-	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", traceparent)
-	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: secretEnvoyKey}}},
-		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "unmatched", Value: "x"}}},
-	}}
-	for i, want := range []struct {
-		code    rlsv3.RateLimitResponse_Code
-		outcome string
-	}{{rlsv3.RateLimitResponse_OK, tracing.OutcomeAllowed}, {rlsv3.RateLimitResponse_OVER_LIMIT, tracing.OutcomeDenied}} {
-		rec.Reset()
-		resp, err := client.ShouldRateLimit(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.OverallCode != want.code {
-			t.Fatalf("call %d: %v, want %v", i, resp.OverallCode, want.code)
-		}
-		spans := rec.Ended()
-		front, store := byName(t, spans, envoyrls.ServiceName+"/ShouldRateLimit")
-		wantChildOfClient(t, front)
-		wantAttr(t, front, "rpc.system", "grpc")
-		wantAttr(t, front, "rpc.grpc.status_code", int64(0))
-		wantAttr(t, front, tracing.KeyDomain, "edge")
-		wantAttr(t, front, tracing.KeyDescriptors, int64(2))
-		wantAttr(t, front, tracing.KeyChecks, int64(1))
-		wantAttr(t, front, tracing.KeyOutcome, want.outcome)
-		wantAttr(t, front, tracing.KeyAllowed, want.outcome == tracing.OutcomeAllowed)
-		if len(store) != 1 {
-			t.Fatalf("call %d: %d store spans, want 1", i, len(store))
-		}
-		wantChildOf(t, store[0], front)
-		wantAttr(t, store[0], tracing.KeyAllowed, want.outcome == tracing.OutcomeAllowed)
-		noKeys(t, spans, secretEnvoyKey)
-	}
-}
-
-func TestRLSInvalidRequestSpan(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
-	client := rls(t, svc)
-	if _, err := client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge"}); err == nil {
-		t.Fatal("a request without descriptors was accepted")
-	}
-	front, _ := byName(t, rec.Ended(), envoyrls.ServiceName+"/ShouldRateLimit")
-	wantAttr(t, front, "rpc.grpc.status_code", int64(3)) // InvalidArgument
-	wantAttr(t, front, tracing.KeyErrorType, "InvalidArgument")
-	if front.Status().Code != codes.Error {
-		t.Errorf("status %v, want an error", front.Status())
-	}
-	if front.Parent().IsValid() {
-		t.Errorf("no traceparent was sent, yet the span has parent %v", front.Parent().SpanID())
 	}
 }
 

@@ -4,17 +4,16 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/internal/tracing/tracingtest"
 )
 
 func env(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
@@ -94,42 +93,6 @@ func TestSamplers(t *testing.T) {
 	}
 }
 
-// receiver is an OTLP trace receiver: what it was sent.
-type receiver struct {
-	coltracepb.UnimplementedTraceServiceServer
-	mu   sync.Mutex
-	reqs []*coltracepb.ExportTraceServiceRequest
-}
-
-func (r *receiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.reqs = append(r.reqs, proto.Clone(req).(*coltracepb.ExportTraceServiceRequest))
-	return &coltracepb.ExportTraceServiceResponse{}, nil
-}
-
-// spans returns the names of the spans received and the service.name of
-// their resources.
-func (r *receiver) spans() (names, services []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, req := range r.reqs {
-		for _, rs := range req.GetResourceSpans() {
-			for _, kv := range rs.GetResource().GetAttributes() {
-				if kv.GetKey() == "service.name" {
-					services = append(services, kv.GetValue().GetStringValue())
-				}
-			}
-			for _, ss := range rs.GetScopeSpans() {
-				for _, s := range ss.GetSpans() {
-					names = append(names, s.GetName())
-				}
-			}
-		}
-	}
-	return names, services
-}
-
 // export sets up tracing from the environment, ends one span, and shuts
 // the provider down, which flushes it to the receiver.
 func export(t *testing.T, vars map[string]string) {
@@ -151,28 +114,20 @@ func export(t *testing.T, vars map[string]string) {
 	}
 }
 
-func wantReceived(t *testing.T, r *receiver, service string) {
+func wantReceived(t *testing.T, r *tracingtest.Receiver, service string) {
 	t.Helper()
-	names, services := r.spans()
-	if len(names) != 1 || names[0] != "exported span" || len(services) != 1 || services[0] != service {
-		t.Errorf("received spans %q of services %q, want [\"exported span\"] of [%q]", names, services, service)
+	spans := r.Spans()
+	if len(spans) != 1 || spans[0].GetName() != "exported span" || spans[0].Service != service {
+		t.Errorf("received %v, want one span \"exported span\" of service %q", spans, service)
 	}
 }
 
 // TestExportOverGRPC: with OTEL_EXPORTER_OTLP_ENDPOINT and protocol grpc,
 // spans reach an OTLP receiver over gRPC on loopback.
 func TestExportOverGRPC(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &receiver{}
-	g := grpc.NewServer()
-	coltracepb.RegisterTraceServiceServer(g, r)
-	go func() { _ = g.Serve(ln) }()
-	defer g.Stop()
+	r, endpoint := tracingtest.StartGRPC(t)
 	export(t, map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + ln.Addr().String(),
+		"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 	})
 	wantReceived(t, r, "sluice")
@@ -181,7 +136,7 @@ func TestExportOverGRPC(t *testing.T) {
 // TestExportOverHTTP: the default protocol, http/protobuf, to /v1/traces;
 // OTEL_SERVICE_NAME names the service.
 func TestExportOverHTTP(t *testing.T) {
-	r := &receiver{}
+	r := &tracingtest.Receiver{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(req.Body)
 		var msg coltracepb.ExportTraceServiceRequest
