@@ -160,3 +160,34 @@ func TestExportOverHTTP(t *testing.T) {
 	})
 	wantReceived(t, r, "edge-limiter")
 }
+
+// FuzzRead: whatever the environment holds, Read answers settings it can
+// honour or an error naming the variable at fault; it never panics.
+func FuzzRead(f *testing.F) {
+	f.Add("otlp", "", "grpc", "traceidratio", "0.5", "true")
+	f.Add("", "http://c:4318", "", "", "", "")
+	f.Add("none", "", "http/json", "bogus", "2", "maybe")
+	f.Add("OTLP", "x", "HTTP/PROTOBUF", "ParentBased_TraceIDRatio", " 0.1 ", "1")
+	f.Fuzz(func(t *testing.T, exporter, endpoint, protocol, samplerName, samplerArg, keys string) {
+		vars := map[string]string{"OTEL_TRACES_EXPORTER": exporter, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+			"OTEL_EXPORTER_OTLP_PROTOCOL": protocol, "OTEL_TRACES_SAMPLER": samplerName,
+			"OTEL_TRACES_SAMPLER_ARG": samplerArg, EnvTraceKeys: keys}
+		s, err := Read(env(vars))
+		if err != nil {
+			named := false
+			for k := range vars {
+				named = named || strings.HasPrefix(err.Error(), k+"=")
+			}
+			if !named {
+				t.Fatalf("error %q names no variable", err)
+			}
+			return
+		}
+		if s.On && (s.Sampler == nil || (s.Protocol != "grpc" && s.Protocol != "http/protobuf")) {
+			t.Fatalf("on with settings it cannot honour: %+v", s)
+		}
+		if !s.On && s.Keys {
+			t.Fatalf("keys on with tracing off")
+		}
+	})
+}
