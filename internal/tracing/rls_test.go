@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/envoyrls"
 	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/memory"
@@ -92,4 +93,32 @@ func TestRLSInvalidRequestSpan(t *testing.T) {
 	if front.Parent().IsValid() {
 		t.Errorf("no traceparent was sent, yet the span has parent %v", front.Parent().SpanID())
 	}
+}
+
+// TestRLSDegradedSpan: failing closed, Envoy is told OVER_LIMIT, and the
+// span says the fail policy decided it.
+func TestRLSDegradedSpan(t *testing.T) {
+	store, closeStore, err := service.OpenStore(config.Store{URL: deadRedis(t), OnError: "closed"}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore()
+	svc, rec := traced(t, store, false)
+	resp, err := rls(t, svc).ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: secretEnvoyKey}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("failing closed answered %v", resp.OverallCode)
+	}
+	spans := rec.Ended()
+	front, store2 := byName(t, spans, envoyrls.ServiceName+"/ShouldRateLimit")
+	wantAttr(t, front, tracing.KeyOutcome, tracing.OutcomeDenied)
+	wantAttr(t, front, tracing.KeyAllowed, false)
+	for _, s := range append(store2, front) {
+		wantAttr(t, s, tracing.KeyDegraded, true)
+		wantAttr(t, s, tracing.KeyFailPolicy, "closed")
+	}
+	noKeys(t, spans, secretEnvoyKey)
 }
