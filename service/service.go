@@ -133,6 +133,8 @@ func (s *Service) Decide(ctx context.Context, checks []Check, results []sluice.R
 	return allowed, err
 }
 
+// decideCounted is Decide but for tracing: it decides and counts the
+// decision in the metrics.
 func (s *Service) decideCounted(ctx context.Context, checks []Check, results []sluice.Result) (bool, error) {
 	if len(checks) != len(results) {
 		panic("service: Decide needs one result per check")
