@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/tracing/tracingtest"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/service"
@@ -143,12 +144,23 @@ func drive(b *testing.B, client rlsv3.RateLimitServiceClient, reqs []*rlsv3.Rate
 
 // BenchmarkShouldRateLimitInProcess calls ShouldRateLimit directly, without
 // gRPC, on the memory store: what Sluice itself adds to each call, and its
-// allocations.
+// allocations; the -traced variants with tracing on, every span exported to
+// an in-process exporter.
 func BenchmarkShouldRateLimitInProcess(b *testing.B) {
 	cfg := newConfig(domain("bench",
 		node("user", "", limits(pol("per_user", 1000, time.Second))),
 		node("tenant", "", nil, node("path", "", limits(pol("per_path", 1000, time.Second))))))
-	srv := New(service.New(memory.New(), cfg, service.WithLogger(quiet)))
+	tp, _ := tracingtest.Provider(b)
+	for _, v := range []struct {
+		suffix string
+		opts   []service.Option
+	}{{"", nil}, {"-traced", []service.Option{service.WithTracing(tp, false)}}} {
+		srv := New(service.New(memory.New(), cfg, append(v.opts, service.WithLogger(quiet))...))
+		benchInProcess(b, srv, v.suffix)
+	}
+}
+
+func benchInProcess(b *testing.B, srv *Server, suffix string) {
 	one := make([]*rlsv3.RateLimitRequest, benchKeys)
 	three := make([]*rlsv3.RateLimitRequest, benchKeys)
 	for i := range benchKeys {
@@ -161,7 +173,7 @@ func BenchmarkShouldRateLimitInProcess(b *testing.B) {
 		name string
 		reqs []*rlsv3.RateLimitRequest
 	}{{"1desc", one}, {"3desc", three}} {
-		b.Run(c.name, func(b *testing.B) {
+		b.Run(c.name+suffix, func(b *testing.B) {
 			ctx := context.Background()
 			for _, r := range c.reqs { // every key exists before timing
 				if _, err := srv.ShouldRateLimit(ctx, r); err != nil {

@@ -104,7 +104,7 @@ func (sc *scratch) quotaMetadata() *structpb.Struct {
 // them can admit its cost now, by peeking at each. A store error is not an
 // answer: the decision that follows meets it again.
 func (s *Server) quotaGone(ctx context.Context, sc *scratch) bool {
-	store := s.svc.Store()
+	store := s.svc.TracedStore()
 	any := false
 	for i := range sc.limits {
 		l := &sc.limits[i]

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -115,6 +116,17 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 // request's descriptors match, all or nothing, and reports one status per
 // descriptor.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	t := s.svc.Tracer()
+	if t == nil {
+		return s.shouldRateLimit(ctx, req)
+	}
+	ctx, span := t.StartRateLimit(ctx, ServiceName, "ShouldRateLimit", req.GetDomain(), len(req.GetDescriptors()))
+	resp, err := s.shouldRateLimit(ctx, req)
+	tracing.EndRateLimit(span, resp.GetOverallCode() == rlsv3.RateLimitResponse_OK, err)
+	return resp, err
+}
+
+func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
 	}
@@ -191,7 +203,7 @@ func (s *Server) peek(ctx context.Context, sc *scratch) error {
 	for i := range sc.checks {
 		sc.checks[i].Cost = 0
 	}
-	store := s.svc.Store()
+	store := s.svc.TracedStore()
 	var err error
 	switch len(sc.checks) {
 	case 0:

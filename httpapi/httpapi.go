@@ -76,7 +76,7 @@ func New(svc *service.Service, opts ...Option) http.Handler {
 		mux.Handle(method+" "+path, h)
 		methods[path] = method
 	}
-	handle("POST", "/v1/check", http.HandlerFunc(a.check))
+	handle("POST", "/v1/check", svc.Tracer().HTTP("POST", "/v1/check", http.HandlerFunc(a.check)))
 	handle("GET", "/v1/policies", http.HandlerFunc(a.policies))
 	if a.adminToken != "" {
 		handle("POST", "/v1/admin/reset", http.HandlerFunc(a.reset))

@@ -19,12 +19,15 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // Service decides checks against the configuration in force. It is safe for
 // concurrent use.
 type Service struct {
 	store   sluice.Store
+	decider sluice.Store    // store, traced when tracing is on
+	tracer  *tracing.Tracer // nil: off
 	current atomic.Pointer[snapshot]
 	metrics *metrics
 	log     *slog.Logger
@@ -50,6 +53,7 @@ type Option func(*options)
 type options struct {
 	log     *slog.Logger
 	version string
+	tracer  *tracing.Tracer
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -64,7 +68,7 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Service{store: store, metrics: newMetrics(o.version), log: o.log}
+	s := &Service{store: store, decider: o.tracer.WrapStore(store), tracer: o.tracer, metrics: newMetrics(o.version), log: o.log}
 	if fs, ok := store.(*failover.Store); ok {
 		s.watchFailover(fs)
 	}
@@ -131,6 +135,16 @@ var ErrStore = errors.New("store failure")
 // denied they are only peeked at, so they are charged for nothing that did not
 // pass. An invalid check is a *CheckError; a store failure wraps ErrStore.
 func (s *Service) Decide(ctx context.Context, checks []Check, results []sluice.Result) (bool, error) {
+	allowed, err := s.decideCounted(ctx, checks, results)
+	if s.tracer != nil {
+		s.noteDecision(ctx, checks, results, allowed, err)
+	}
+	return allowed, err
+}
+
+// decideCounted is Decide but for tracing: it decides and counts the
+// decision in the metrics.
+func (s *Service) decideCounted(ctx context.Context, checks []Check, results []sluice.Result) (bool, error) {
 	if len(checks) != len(results) {
 		panic("service: Decide needs one result per check")
 	}
@@ -245,7 +259,7 @@ func (s *Service) decide(ctx context.Context, checks []Check, results []sluice.R
 		if !allowed {
 			cost = 0
 		}
-		r, err := s.store.Decide(ctx, sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: cost})
+		r, err := s.decider.Decide(ctx, sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: cost})
 		if err != nil {
 			return false, err
 		}
@@ -299,7 +313,7 @@ func (s *Service) decideBanned(ctx context.Context, checks []Check, results []sl
 func (s *Service) decideAll(ctx context.Context, checks []Check, results []sluice.Result) (bool, error) {
 	if len(checks) == 1 {
 		c := checks[0]
-		r, err := s.store.Decide(ctx, sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: c.Cost})
+		r, err := s.decider.Decide(ctx, sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: c.Cost})
 		if err != nil {
 			return false, err
 		}
@@ -310,7 +324,7 @@ func (s *Service) decideAll(ctx context.Context, checks []Check, results []sluic
 	for i, c := range checks {
 		reqs[i] = sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: c.Cost}
 	}
-	if err := s.store.DecideAll(ctx, reqs, results); err != nil {
+	if err := s.decider.DecideAll(ctx, reqs, results); err != nil {
 		return false, err
 	}
 	for _, r := range results {

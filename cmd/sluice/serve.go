@@ -197,11 +197,17 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	if err != nil {
 		return nil, err
 	}
-	store, closeStore, err := service.OpenStore(storeCfg, log)
+	tracingOpt, stopTracing, err := startTracing(ctx, log)
 	if err != nil {
 		return nil, err
 	}
-	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()))
+	store, closeStore, err := service.OpenStore(storeCfg, log)
+	if err != nil {
+		stopTracing()
+		return nil, err
+	}
+	closeStore = sequence(closeStore, stopTracing) // the last spans are flushed after the last decision
+	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()), tracingOpt)
 	xds, err := o.xds.client(svc, log)
 	if err != nil {
 		closeStore()

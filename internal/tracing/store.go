@@ -1,0 +1,101 @@
+package tracing
+
+import (
+	"cmp"
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
+)
+
+// Store names of the store spans.
+const (
+	SpanDecide    = "sluice.store/Decide"
+	SpanDecideAll = "sluice.store/DecideAll"
+)
+
+// Store traces every Decide and DecideAll of a store: a span each, with the
+// policies, the outcome, and, when the store is a failover.Store that had its
+// fail policy decide, that policy.
+type Store struct {
+	inner sluice.Store
+	t     *Tracer
+	mode  string // the fail policy, for a failover.Store
+}
+
+// WrapStore returns inner traced by t, or inner itself when t is nil (off).
+func (t *Tracer) WrapStore(inner sluice.Store) sluice.Store {
+	if t == nil {
+		return inner
+	}
+	s := &Store{inner: inner, t: t}
+	if fs, ok := inner.(*failover.Store); ok {
+		s.mode = fs.Mode().String()
+	}
+	return s
+}
+
+// Decide implements sluice.Store.
+func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
+	ctx, span := s.t.tracer.Start(ctx, SpanDecide, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attribute.Int64("sluice.cost", req.Cost)))
+	defer span.End()
+	r, err := s.inner.Decide(ctx, req)
+	if span.IsRecording() {
+		d := Decision{Policies: []string{policyName(req.Policy)}, Allowed: r.Allowed, Err: err}
+		if s.t.keys {
+			d.Keys = []string{req.Key}
+		}
+		s.note(span, &d, r.Degraded)
+	}
+	return r, err
+}
+
+// DecideAll implements sluice.Store.
+func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []sluice.Result) error {
+	ctx, span := s.t.tracer.Start(ctx, SpanDecideAll, trace.WithSpanKind(trace.SpanKindInternal))
+	defer span.End()
+	err := s.inner.DecideAll(ctx, reqs, results)
+	if span.IsRecording() {
+		d := Decision{Policies: make([]string, len(reqs)), Allowed: err == nil, Err: err}
+		if s.t.keys {
+			d.Keys = make([]string, len(reqs))
+		}
+		degraded := false
+		for i, r := range reqs {
+			d.Policies[i] = policyName(r.Policy)
+			if d.Keys != nil {
+				d.Keys[i] = r.Key
+			}
+			if err == nil {
+				d.Allowed = d.Allowed && results[i].Allowed
+				degraded = degraded || results[i].Degraded
+			}
+		}
+		s.note(span, &d, degraded)
+	}
+	return err
+}
+
+// note records d on the store's span: a degraded result, or failing
+// closed, names the fail policy that decided.
+func (s *Store) note(span trace.Span, d *Decision, degraded bool) {
+	if degraded {
+		d.FailPolicy = cmp.Or(s.mode, "unknown")
+	}
+	if errors.Is(d.Err, failover.ErrUnavailable) {
+		d.FailPolicy = failover.FailClosed.String()
+	}
+	s.t.record(span, *d)
+}
+
+func policyName(p *sluice.Policy) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name
+}
