@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/suggest"
 	"io"
 	"path/filepath"
 	"reflect"
@@ -173,7 +174,7 @@ func flagNames(fs *flag.FlagSet) []string {
 func closest(s string, candidates []string) string {
 	best, bestDist := "", 0
 	for _, c := range candidates {
-		d := editDistance(s, c)
+		d := suggest.Distance(s, c)
 		if best == "" || d < bestDist {
 			best, bestDist = c, d
 		}
@@ -191,27 +192,6 @@ func closest(s string, candidates []string) string {
 		return prefixed[0]
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // storeSection is the configuration's store section with the --store flag

@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // FuzzParseArgs: whatever the arguments, parsing ends in go on, help or a
@@ -66,21 +65,4 @@ func indexFrom(list []string, s string, from int) int {
 		}
 	}
 	return -1
-}
-
-// FuzzEditDistance: the distance is symmetric, zero only for equal strings,
-// and at most the longer length.
-func FuzzEditDistance(f *testing.F) {
-	f.Add("config", "confg")
-	f.Add("", "store")
-	f.Add("http-addr", "grpc-addr")
-	f.Fuzz(func(t *testing.T, a, b string) {
-		if len(a) > 64 || len(b) > 64 || !utf8.ValidString(a) || !utf8.ValidString(b) {
-			return
-		}
-		d := editDistance(a, b)
-		if d != editDistance(b, a) || (d == 0) != (a == b) || d > max(len(a), len(b)) {
-			t.Fatalf("editDistance(%q, %q) = %d", a, b, d)
-		}
-	})
 }
