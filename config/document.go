@@ -36,12 +36,7 @@ func ParseDocuments(docs ...Document) (*Config, error) {
 			files = append(files, f)
 		}
 	}
-	cfg := merge(files, ps)
-	if err := ps.err(names); err != nil {
-		return nil, err
-	}
-	cfg.Files = names
-	return cfg, nil
+	return finish(files, ps, names)
 }
 
 // Overlay returns base with top's domains and policies added. A domain

@@ -77,12 +77,7 @@ func Load(paths ...string) (*Config, error) {
 			}
 		}
 	}
-	cfg := merge(files, ps)
-	if err := ps.err(names); err != nil {
-		return nil, err
-	}
-	cfg.Files = names
-	return cfg, nil
+	return finish(files, ps, names)
 }
 
 // Expand returns the files that paths stand for, as Load reads them: a file
@@ -274,4 +269,15 @@ func merge(files []*parsed, ps *problems) *Config {
 	}
 	cfg.Proxy = mergeProxy(files, cfg.Policies, ps)
 	return cfg
+}
+
+// finish merges the parsed files into one Config read from names, or
+// returns every problem found along the way.
+func finish(files []*parsed, ps *problems, names []string) (*Config, error) {
+	cfg := merge(files, ps)
+	if err := ps.err(names); err != nil {
+		return nil, err
+	}
+	cfg.Files = names
+	return cfg, nil
 }

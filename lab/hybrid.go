@@ -68,7 +68,7 @@ func runHybrid(ctx context.Context, e *env) (*Report, error) {
 		for i := range nodes {
 			nodes[i] = lease.New(remote, lease.WithClock(clock))
 		}
-		admitted, err := runHybridVariant(ctx, traffic, clock, p, func(i int) sluice.Store { return nodes[i] })
+		admitted, err := replay(ctx, traffic, clock, p, func(i int) sluice.Store { return nodes[i] })
 		if err != nil {
 			return nil, err
 		}
@@ -94,7 +94,7 @@ func runHybrid(ctx context.Context, e *env) (*Report, error) {
 
 		exact := e.store("hybrid-exact-"+string(alg), clock)
 		clock.set(start)
-		admitted, err = runHybridVariant(ctx, traffic, clock, p, func(int) sluice.Store { return exact })
+		admitted, err = replay(ctx, traffic, clock, p, func(int) sluice.Store { return exact })
 		if err != nil {
 			return nil, err
 		}
@@ -106,23 +106,6 @@ func runHybrid(ctx context.Context, e *env) (*Report, error) {
 		*leaseRows[0].StoreCallsPerDecision, *leaseRows[1].StoreCallsPerDecision,
 		*leaseRows[0].Utilization, *leaseRows[1].Utilization, synced.Sync, synced.Overshoot)
 	return r, nil
-}
-
-// runHybridVariant sends traffic to the store storeOf gives each node and
-// returns the admission instants.
-func runHybridVariant(ctx context.Context, traffic []arrival, clock *vclock, p *sluice.Policy, storeOf func(int) sluice.Store) ([]int64, error) {
-	var admitted []int64
-	for _, a := range traffic {
-		clock.set(a.t)
-		ok, err := decide(ctx, storeOf(a.node), p, "k")
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			admitted = append(admitted, a.t)
-		}
-	}
-	return admitted, nil
 }
 
 // runSynced runs the local counters synced every `every` (the naive cached

@@ -58,18 +58,7 @@ func runNodes(ctx context.Context, e *env) (*Report, error) {
 	shared := e.store("nodes", clock)
 
 	run := func(storeOf func(node int) sluice.Store) ([]int64, error) {
-		var admitted []int64
-		for _, a := range traffic {
-			clock.set(a.t)
-			ok, err := decide(ctx, storeOf(a.node), p, "k")
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				admitted = append(admitted, a.t)
-			}
-		}
-		return admitted, nil
+		return replay(ctx, traffic, clock, p, storeOf)
 	}
 	naive, err := run(func(i int) sluice.Store { return perNode[i] })
 	if err != nil {
@@ -89,4 +78,22 @@ func runNodes(ctx context.Context, e *env) (*Report, error) {
 	r.Summary = fmt.Sprintf("%d nodes each counting in their own process admitted %.2f× the limit per window, one per node; sharing one store kept it at %.2f×.",
 		o.Nodes, r.Rows[0].Overshoot, r.Rows[1].Overshoot)
 	return r, nil
+}
+
+// replay sends traffic, one unit of key "k" per arrival at its virtual
+// instant, to the store storeOf gives each node, and returns the admission
+// instants.
+func replay(ctx context.Context, traffic []arrival, clock *vclock, p *sluice.Policy, storeOf func(int) sluice.Store) ([]int64, error) {
+	var admitted []int64
+	for _, a := range traffic {
+		clock.set(a.t)
+		ok, err := decide(ctx, storeOf(a.node), p, "k")
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			admitted = append(admitted, a.t)
+		}
+	}
+	return admitted, nil
 }
