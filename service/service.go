@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/overrides"
 )
 
 // Service decides checks against the configuration in force. It is safe for
@@ -28,6 +29,8 @@ type Service struct {
 	metrics *metrics
 	log     *slog.Logger
 	errLog  errorLog
+
+	overrides *overrides.Store // nil: none
 }
 
 // snapshot is one configuration with what the hot path derives from it.
@@ -40,8 +43,9 @@ type snapshot struct {
 type Option func(*options)
 
 type options struct {
-	log     *slog.Logger
-	version string
+	log       *slog.Logger
+	version   string
+	overrides *overrides.Store
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -56,7 +60,10 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Service{store: store, metrics: newMetrics(o.version), log: o.log}
+	s := &Service{store: store, metrics: newMetrics(o.version), log: o.log, overrides: o.overrides}
+	if o.overrides != nil {
+		s.metrics.registry.MustRegister(o.overrides.Collectors()...)
+	}
 	if fs, ok := store.(*failover.Store); ok {
 		s.watchFailover(fs)
 	}
@@ -125,6 +132,8 @@ func (s *Service) Decide(ctx context.Context, checks []Check, results []sluice.R
 	if len(checks) != len(results) {
 		panic("service: Decide needs one result per check")
 	}
+	counted := checks // metrics count by the configured policy
+	checks = s.applyOverrides(checks)
 	if err := validate(checks); err != nil {
 		return false, err
 	}
@@ -139,7 +148,7 @@ func (s *Service) Decide(ctx context.Context, checks []Check, results []sluice.R
 		s.metrics.degraded.WithLabelValues(failover.FailClosed.String()).Inc()
 		for i, c := range checks {
 			results[i] = sluice.Result{Limit: c.Policy.Limit, RetryAfter: unavailable.RetryAfter, Degraded: true}
-			snap.count(c.Policy, s.metrics, false, false)
+			snap.count(counted[i].Policy, s.metrics, false, false)
 		}
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	case err != nil:
@@ -149,7 +158,7 @@ func (s *Service) Decide(ctx context.Context, checks []Check, results []sluice.R
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	degraded := false
-	for i, c := range checks {
+	for i, c := range counted {
 		snap.count(c.Policy, s.metrics, allowed, results[i].Allowed)
 		degraded = degraded || results[i].Degraded
 	}
