@@ -66,7 +66,7 @@ gRPC health NOT_SERVING while requests are still served; then the listeners
 close and in-flight requests get up to --shutdown-timeout to finish. A second
 signal ends the drain early.
 
-The admin API (POST /v1/admin/reset) is on only with a token, read from
+The admin API (POST /v1/admin/reset, /v1/admin/overrides) is on only with a token, read from
 --admin-token-file or the SLUICE_ADMIN_TOKEN environment variable.`
 
 // newServeFlags defines serve's flags on o.
@@ -190,7 +190,15 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	if err != nil {
 		return nil, err
 	}
-	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()))
+	// Overrides live where the counters do: in Redis every node shares them.
+	ov, closeOverrides, err := service.OpenOverrides(ctx, storeCfg, log)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	stopStore := closeStore
+	closeStore = func() { closeOverrides(); stopStore() }
+	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()), service.WithOverrides(ov))
 
 	limits := o.limits
 	if limits == nil {
