@@ -52,7 +52,8 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	case "rm", "delete":
 		return runOverrideRm(ctx, args, stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(stdout, "Usage: sluice override set|list|rm ...\n\n%s\n\nEach subcommand's --help lists its flags.\n", overrideDescription)
+		// Help goes to stderr, as every command's flag help does.
+		fmt.Fprintf(stderr, "Usage: sluice override set|list|rm ...\n\n%s\n\nEach subcommand's --help lists its flags.\n", overrideDescription)
 		return 0
 	}
 	fmt.Fprintf(stderr, "sluice override: want set, list or rm, got %q (sluice override --help explains them)\n", sub)
