@@ -8,7 +8,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/overrides"
@@ -118,5 +121,26 @@ func TestOverridesAPI(t *testing.T) {
 	e.clock.Advance(1e9)
 	if _, b := e.post("/v1/check", `{"policy":"global","key":"k","cost":0}`); b.Checks[0].Limit != 5 {
 		t.Errorf("after expiry: %+v", b)
+	}
+}
+
+// TestCheckPlan: a check's plan picks the policy's plan limit.
+func TestCheckPlan(t *testing.T) {
+	plans := policy("tiered", sluice.FixedWindow, 1, time.Minute)
+	plans.Plans = &config.Plans{Default: "free", Limits: map[string]config.PlanLimit{
+		"free": {Limit: 2, Period: time.Minute}, "pro": {Limit: 5, Period: time.Minute}}}
+	clock := storetest.NewClock(storetest.Epoch)
+	svc := service.New(memory.New(memory.WithClock(clock)), testConfig(plans))
+	srv := httptest.NewServer(httpapi.New(svc))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, clock: clock, svc: svc}
+	if _, b := e.post("/v1/check", `{"policy":"tiered","key":"a","plan":"pro","cost":5}`); !b.Allowed || b.Checks[0].Limit != 5 {
+		t.Errorf("pro: %+v", b)
+	}
+	if _, b := e.post("/v1/check", `{"checks":[{"policy":"tiered","key":"b","cost":0}]}`); b.Checks[0].Limit != 2 {
+		t.Errorf("no plan: %+v, want the default plan's 2", b)
+	}
+	if resp, _ := e.post("/v1/check", `{"policy":"tiered","key":"a","plan":"pro","plan":"free"}`); resp.StatusCode != 400 {
+		t.Errorf("a plan given twice: %d", resp.StatusCode)
 	}
 }

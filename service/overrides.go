@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/overrides"
 )
@@ -18,38 +19,45 @@ func WithOverrides(ov *overrides.Store) Option { return func(o *options) { o.ove
 // Overrides returns the override store, or nil when there is none.
 func (s *Service) Overrides() *overrides.Store { return s.overrides }
 
-// applyOverrides returns checks with each policy that has an override for
-// the check's key replaced by a copy under the override's limit; checks
-// itself when none applies, which costs one map lookup per check.
+// applyOverrides returns checks with each policy whose limit differs for the
+// check — an override of its key or a prefix of it, else its plan — replaced
+// by a copy under that limit; checks itself when none does, which costs one
+// map lookup per check.
 func (s *Service) applyOverrides(checks []Check) []Check {
-	if s.overrides == nil {
-		return checks
-	}
-	set := s.overrides.Snapshot()
-	if set.Len() == 0 {
-		return checks
+	var set *overrides.Set
+	if s.overrides != nil {
+		set = s.overrides.Snapshot()
 	}
 	var out []Check
 	var now time.Time
 	for i, c := range checks {
-		if c.Policy == nil || c.Policy.DeniesAll() || !set.Has(c.Policy.Name) {
+		if c.Policy == nil || c.Policy.DeniesAll() {
 			continue
 		}
-		if now.IsZero() {
-			now = s.overrides.Now()
+		var limit *sluice.Policy
+		if set.Has(c.Policy.Name) {
+			if now.IsZero() {
+				now = s.overrides.Now()
+			}
+			if o := set.Lookup(c.Policy.Name, c.Key, now); o != nil {
+				sp := o.Apply(c.Policy.Policy)
+				if sp.Validate() == nil { // else the policy changed algorithm since: the override is moot
+					limit = &sp
+				}
+			}
 		}
-		o := set.Lookup(c.Policy.Name, c.Key, now)
-		if o == nil {
+		if limit == nil && c.Policy.Plans != nil {
+			sp := c.Policy.ForPlan(c.Plan)
+			limit = &sp
+		}
+		if limit == nil {
 			continue
-		}
-		p := *c.Policy
-		p.Policy = o.Apply(p.Policy)
-		if p.Validate() != nil {
-			continue // the policy changed algorithm since: its own limit applies
 		}
 		if out == nil {
 			out = append([]Check(nil), checks...)
 		}
+		p := *c.Policy
+		p.Policy = *limit
 		out[i].Policy = &p
 	}
 	if out == nil {

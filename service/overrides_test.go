@@ -97,3 +97,48 @@ func gathered(t *testing.T, s *Service, name string) float64 {
 	}
 	return sum
 }
+
+// TestPlans: a check is decided under its plan's limit (the default's for
+// none or an unknown one) on the policy's state, and a key's override beats
+// its plan.
+func TestPlans(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	write(t, path, "policies:\n  - name: p\n    algorithm: fixed_window\n    limit: 3\n    period: 1m\n"+
+		"    plans:\n      default: free\n      limits:\n        free: {limit: 2}\n        pro: {limit: 6}\n")
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(storetest.Epoch)
+	ov := overrides.NewMemory(overrides.WithClock(clock), overrides.WithLogger(slog.New(slog.DiscardHandler)))
+	s := New(memory.New(memory.WithClock(clock)), cfg, WithOverrides(ov))
+	p := cfg.Policy("p")
+	if _, err := ov.Put(context.Background(), p.Policy, overrides.Override{Key: "vip", Limit: 9, Period: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := func(key, plan string) (n int64, limit int64) {
+		res := make([]sluice.Result, 1)
+		for {
+			if _, err := s.Decide(context.Background(), []Check{{Policy: p, Key: key, Cost: 1, Plan: plan}}, res); err != nil {
+				t.Fatal(err)
+			}
+			if !res[0].Allowed {
+				return n, res[0].Limit
+			}
+			n++
+		}
+	}
+	for _, c := range []struct {
+		key, plan string
+		want      int64
+	}{{"a", "pro", 6}, {"b", "free", 2}, {"c", "", 2}, {"d", "gold", 2}, {"vip", "free", 9}} {
+		if n, limit := admitted(c.key, c.plan); n != c.want || limit != c.want {
+			t.Errorf("key %s plan %q: admitted %d under %d, want %d", c.key, c.plan, n, limit, c.want)
+		}
+	}
+	// Moving a key to another plan keeps its count: the 6 units a spent on pro
+	// are more than free allows.
+	if n, _ := admitted("a", "free"); n != 0 {
+		t.Errorf("after upgrading back to free: %d admitted, want 0", n)
+	}
+}

@@ -96,6 +96,8 @@ type Check struct {
 	Policy *config.Policy
 	Key    string
 	Cost   int64
+	// Plan names the plan the key is on, for a policy with plans.
+	Plan string
 }
 
 // CheckError reports which check of a decision is invalid. It wraps the
