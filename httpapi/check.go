@@ -175,7 +175,7 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		if c.Policy.Shadow {
 			continue // never enforced, so not advertised to the client
 		}
-		quotas = append(quotas, httplimit.Quota{Policy: &c.Policy.Policy, Result: res})
+		quotas = append(quotas, httplimit.Quota{Policy: a.svc.Effective(c), Result: res})
 		if !allowed {
 			retry = max(retry, res.RetryAfter)
 		}

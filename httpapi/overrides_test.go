@@ -134,8 +134,9 @@ func TestCheckPlan(t *testing.T) {
 	srv := httptest.NewServer(httpapi.New(svc))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, url: srv.URL, clock: clock, svc: svc}
-	if _, b := e.post("/v1/check", `{"policy":"tiered","key":"a","plan":"pro","cost":5}`); !b.Allowed || b.Checks[0].Limit != 5 {
-		t.Errorf("pro: %+v", b)
+	if resp, b := e.post("/v1/check", `{"policy":"tiered","key":"a","plan":"pro","cost":5}`); !b.Allowed || b.Checks[0].Limit != 5 ||
+		resp.Header.Get("RateLimit-Policy") != `"tiered";q=5;w=60` {
+		t.Errorf("pro: %+v %q", b, resp.Header.Get("RateLimit-Policy"))
 	}
 	if _, b := e.post("/v1/check", `{"checks":[{"policy":"tiered","key":"b","cost":0}]}`); b.Checks[0].Limit != 2 {
 		t.Errorf("no plan: %+v, want the default plan's 2", b)

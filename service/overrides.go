@@ -19,6 +19,13 @@ func WithOverrides(ov *overrides.Store) Option { return func(o *options) { o.ove
 // Overrides returns the override store, or nil when there is none.
 func (s *Service) Overrides() *overrides.Store { return s.overrides }
 
+// Effective returns the limit c is decided under: its override's, else its
+// plan's, else its policy's own. Front ends advertise it (RateLimit-Policy);
+// an override changed between Decide and Effective shows the newer limit.
+func (s *Service) Effective(c Check) *sluice.Policy {
+	return &s.applyOverrides([]Check{c})[0].Policy.Policy
+}
+
 // applyOverrides returns checks with each policy whose limit differs for the
 // check — an override of its key or a prefix of it, else its plan — replaced
 // by a copy under that limit; checks itself when none does, which costs one
