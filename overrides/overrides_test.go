@@ -153,3 +153,28 @@ func TestMemoryStore(t *testing.T) {
 	a := NewMemory(WithClock(clock), quiet)
 	testStore(t, a, a, clock)
 }
+
+// TestRunDropsExpired: Run takes an expired override out of the snapshot
+// (and the gauge), on the memory store too.
+func TestRunDropsExpired(t *testing.T) {
+	clock := storetest.NewClock(t0)
+	s := NewMemory(WithClock(clock), WithPollInterval(5*time.Millisecond), quiet)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if _, err := s.Put(ctx, base, Override{Key: "k", Limit: 2, Period: time.Second, ExpiresAt: t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if s.Snapshot().Len() != 1 {
+		t.Fatal("not in force after Put")
+	}
+	clock.Set(t0.Add(time.Second))
+	deadline := time.Now().Add(10 * time.Second) // generous: only the ticker's speed is waited for
+	for s.Snapshot().Len() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the expired override stays in the snapshot")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -214,8 +214,12 @@ func (r *redisBackend) subscribe(ctx context.Context, notify func(), log *slog.L
 	for ctx.Err() == nil {
 		c, err := r.get()
 		if err == nil {
+			began := time.Now()
 			err = c.Receive(ctx, c.B().Subscribe().Channel(r.channel).Build(), func(rueidis.PubSubMessage) { notify() })
 			notify() // whatever was missed while the subscription was down
+			if time.Since(began) > 10*time.Second {
+				backoff = 100 * time.Millisecond // it was up a while: a fresh outage
+			}
 		}
 		if ctx.Err() != nil {
 			return

@@ -108,7 +108,8 @@ func (s *Store) Put(ctx context.Context, base sluice.Policy, o Override) (Overri
 	s.changes.WithLabelValues("set").Inc()
 	s.log.Info("override set", "policy", o.Policy, "target", o.Target(), "limit", o.Limit, "period", o.Period,
 		"burst", o.Burst, "expires_at", o.ExpiresAt, "reason", o.Reason)
-	return o, s.Reload(ctx)
+	s.reloadAfterChange(ctx)
+	return o, nil
 }
 
 // Delete removes policy's override of target (Override.Target's form);
@@ -123,7 +124,17 @@ func (s *Store) Delete(ctx context.Context, policy, target string) error {
 	}
 	s.changes.WithLabelValues("delete").Inc()
 	s.log.Info("override removed", "policy", policy, "target", target)
-	return s.Reload(ctx)
+	s.reloadAfterChange(ctx)
+	return nil
+}
+
+// reloadAfterChange puts a change just made in force here. The change is
+// stored either way: when reading it back fails, Run's next check does it.
+func (s *Store) reloadAfterChange(ctx context.Context) {
+	if err := s.Reload(ctx); err != nil {
+		s.log.Warn("the override change is stored but not yet read back; retrying", "error", err)
+		s.notify()
+	}
 }
 
 // Reload reads every override from the backend and installs them.

@@ -75,9 +75,9 @@ func (s *Service) applyOverrides(checks []Check) []Check {
 
 // OpenOverrides returns the override store for the store section cfg: in
 // Redis, shared by every node, when the store is Redis; in memory otherwise.
-// It loads the overrides before returning (for up to loadWait, so a node
+// It reads Redis' overrides before returning (for up to loadWait, so a node
 // that restarts enforces them from its first decision) and keeps them
-// current until ctx ends; close releases its connection.
+// current until ctx ends; closeFn stops that and releases the connection.
 func OpenOverrides(ctx context.Context, cfg config.Store, log *slog.Logger, opts ...overrides.Option) (ov *overrides.Store, closeFn func(), err error) {
 	opts = append([]overrides.Option{overrides.WithLogger(log)}, opts...)
 	rc, problems := readStore(cfg)
@@ -85,24 +85,27 @@ func OpenOverrides(ctx context.Context, cfg config.Store, log *slog.Logger, opts
 		return nil, nil, problems[0]
 	}
 	if rc == nil {
-		return overrides.NewMemory(opts...), func() {}, nil
+		ov = overrides.NewMemory(opts...)
+	} else {
+		opt, err := rueidis.ParseURL(cfg.URL)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rc.password != "" {
+			opt.Password = rc.password
+		}
+		if rc.tls != nil {
+			opt.TLSConfig = rc.tls
+		}
+		ov = overrides.NewRedis(opt, opts...)
+		loadCtx, cancel := context.WithTimeout(ctx, loadWait)
+		defer cancel()
+		if err := ov.Reload(loadCtx); err != nil {
+			log.Warn("cannot read the overrides yet; retrying in the background", "error", redact(err, cfg.URL))
+		}
 	}
-	opt, err := rueidis.ParseURL(cfg.URL)
-	if err != nil {
-		return nil, nil, err
-	}
-	if rc.password != "" {
-		opt.Password = rc.password
-	}
-	if rc.tls != nil {
-		opt.TLSConfig = rc.tls
-	}
-	ov = overrides.NewRedis(opt, opts...)
-	loadCtx, cancel := context.WithTimeout(ctx, loadWait)
-	defer cancel()
-	if err := ov.Reload(loadCtx); err != nil {
-		log.Warn("cannot read the overrides yet; retrying in the background", "error", redact(err, cfg.URL))
-	}
+	// Run keeps a Redis store current, and drops expired overrides from
+	// either store's snapshot (and its gauge).
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); ov.Run(runCtx) }()
