@@ -53,6 +53,11 @@ type redisBackend struct {
 func NewRedis(opt rueidis.ClientOption, opts ...Option) *Store {
 	opt.DisableCache = true
 	opt.DisableRetry = true // a call fails within callTimeout; Run tries again
+	if opt.Dialer.Timeout == 0 {
+		// A Redis that accepts but does not answer (stopped) holds a dial,
+		// and with it every call waiting for the connection, this long.
+		opt.Dialer.Timeout = callTimeout
+	}
 	b := &redisBackend{opt: opt, prefix: DefaultRedisPrefix, channel: "sluice:overrides"}
 	return newStore(b, opts)
 }
