@@ -66,8 +66,9 @@ gRPC health NOT_SERVING while requests are still served; then the listeners
 close and in-flight requests get up to --shutdown-timeout to finish. A second
 signal ends the drain early.
 
-The admin API (POST /v1/admin/reset, /v1/admin/overrides) is on only with a token, read from
---admin-token-file or the SLUICE_ADMIN_TOKEN environment variable.`
+The admin API (POST /v1/admin/reset, /v1/admin/overrides) is on only with a
+token, read from --admin-token-file or the SLUICE_ADMIN_TOKEN environment
+variable.`
 
 // newServeFlags defines serve's flags on o.
 func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
