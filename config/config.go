@@ -159,6 +159,9 @@ type Policy struct {
 	// Replaces lists the RuleNames of limits this one replaces when both match
 	// one request (envoyproxy/ratelimit's replaces).
 	Replaces []string
+	// Plans, when set, give the policy a limit per plan (native policies
+	// only); ForPlan picks one.
+	Plans *Plans
 	// File and Line say where the policy is defined.
 	File string
 	Line int

@@ -16,6 +16,7 @@ func FuzzParse(f *testing.F) {
 		y("policies:", "  - {name: a, algorithm: gcra, limit: 10, period: 1m, burst: 5, shadow: true}"),
 		y("store: {url: 'redis://h:6379', timeout: 10ms}"),
 		y("store: {url: 'redis://h:6379', lease: {ttl: 20ms, max_lease: 5}}"),
+		y("policies:", "  - {name: a, algorithm: gcra, limit: 10, period: 1m, plans: {default: free, limits: {free: {limit: 2}, pro: {limit: 9, period: 1s, burst: 3}}}}"),
 		y("domain: d", "descriptors:", "  - key: k", "    value: 'v*'", "    rate_limit: {unit: second, requests_per_unit: 1}"),
 		y("domain: d", "descriptors:", "  - key: k", "    rate_limits:", "      - {algorithm: token_bucket, period: 90s, requests_per_unit: 3, burst: 9}",
 			"      - {unit: day, requests_per_unit: 100, name: daily, replaces: [{name: x}]}",
@@ -65,6 +66,13 @@ func FuzzParse(f *testing.F) {
 			}
 			if err := check.Validate(); err != nil {
 				t.Fatalf("policy %q: %v", name, err)
+			}
+			if p.Plans != nil {
+				for plan := range p.Plans.Limits {
+					if sp := p.ForPlan(plan); sp.Validate() != nil || sp.Name != p.Name {
+						t.Fatalf("policy %q plan %q: %+v", name, plan, sp)
+					}
+				}
 			}
 		}
 		for name, d := range cfg.Domains {

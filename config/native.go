@@ -171,7 +171,7 @@ func (p *fileParser) storeURL(n *yaml.Node, raw string) {
 
 // policy reads one item of the policies list; nil when it has problems.
 func (p *fileParser) policy(n *yaml.Node, path string) *Policy {
-	f, ok := p.mapping(n, path, "name", "algorithm", "limit", "period", "burst", "shadow")
+	f, ok := p.mapping(n, path, "name", "algorithm", "limit", "period", "burst", "shadow", "plans")
 	if !ok {
 		return nil
 	}
@@ -201,6 +201,11 @@ func (p *fileParser) policy(n *yaml.Node, path string) *Policy {
 	}), bad)
 	if !valid || !set {
 		return nil
+	}
+	if n := f.get("plans"); n != nil {
+		if pol.Plans = p.plans(n, join(path, "plans"), pol.Policy); pol.Plans == nil {
+			return nil
+		}
 	}
 	return pol
 }

@@ -22,6 +22,7 @@ type checkJSON struct {
 	Policy string `json:"policy"`
 	Key    string `json:"key"`
 	Cost   *int64 `json:"cost"`
+	Plan   string `json:"plan"` // the key's plan, for a policy with plans
 }
 
 // checkRequest is the body of POST /v1/check: either one check inline or a
@@ -33,7 +34,7 @@ type checkRequest struct {
 
 // The fields of a check and of the body of POST /v1/check, for decodeStrict.
 var (
-	checkFields        = []field{{name: "policy"}, {name: "key"}, {name: "cost", kind: kindInteger}}
+	checkFields        = []field{{name: "policy"}, {name: "key"}, {name: "cost", kind: kindInteger}, {name: "plan"}}
 	checkRequestFields = append(checkFields[:len(checkFields):len(checkFields)],
 		field{name: "checks", kind: kindObjects, inner: checkFields})
 )
@@ -80,7 +81,7 @@ func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]servi
 	if err := decodeStrict(body, checkRequestFields, &req); err != nil {
 		return nil, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: jsonMessage(err)}
 	}
-	inline := req.Policy != "" || req.Key != "" || req.Cost != nil
+	inline := req.Policy != "" || req.Key != "" || req.Cost != nil || req.Plan != ""
 	var items []checkJSON
 	var prefix string
 	switch {
@@ -118,7 +119,7 @@ func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]servi
 		if it.Cost != nil {
 			cost = *it.Cost
 		}
-		checks[i] = service.Check{Policy: p, Key: it.Key, Cost: cost}
+		checks[i] = service.Check{Policy: p, Key: it.Key, Cost: cost, Plan: it.Plan}
 	}
 	return checks, 0, nil
 }
@@ -174,7 +175,7 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		if c.Policy.Shadow {
 			continue // never enforced, so not advertised to the client
 		}
-		quotas = append(quotas, httplimit.Quota{Policy: &c.Policy.Policy, Result: res})
+		quotas = append(quotas, httplimit.Quota{Policy: a.svc.Effective(c), Result: res})
 		if !allowed {
 			retry = max(retry, res.RetryAfter)
 		}

@@ -28,6 +28,7 @@ func FuzzDecodeCheckRequest(f *testing.F) {
 		`{"Policy":"p","key":"a"}`, `{"checks":[{"policy":"p","key":"a","key":"b"}]}`,
 		`{"policy":"p","key":"\ud83d"}`, `{"policy":"p","key":"\\\ud83d\ude00"}`, `{"policy":"p","key":"\\ud800"}`,
 		`{"policy":"p","key":"a","cost":null}`, `{"policy":"p","key":"\u00e9\ufffd"}`,
+		`{"policy":"p","key":"a","plan":"pro"}`, `{"checks":[{"policy":"p","key":"a","plan":"free","plan":"pro"}]}`,
 	} {
 		f.Add([]byte(seed))
 	}

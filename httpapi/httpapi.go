@@ -4,6 +4,8 @@
 //	GET  /v1/policies       the policies in force
 //	POST /v1/admin/reset    forget a key's state (needs the admin bearer token;
 //	                        absent when no token is configured)
+//	PUT, GET, DELETE /v1/admin/overrides/{policy}
+//	                        limits set at runtime per key or key prefix (admin)
 //	GET  /healthz           the process is up
 //	GET  /readyz            the store answers and the server is not draining
 //	GET  /metrics           Prometheus metrics
@@ -80,6 +82,12 @@ func New(svc *service.Service, opts ...Option) http.Handler {
 	handle("GET", "/v1/policies", http.HandlerFunc(a.policies))
 	if a.adminToken != "" {
 		handle("POST", "/v1/admin/reset", http.HandlerFunc(a.reset))
+		if svc.Overrides() != nil {
+			mux.Handle("PUT /v1/admin/overrides/{policy}", a.adminOnly(a.putOverride))
+			mux.Handle("GET /v1/admin/overrides", a.adminOnly(a.listOverrides))
+			mux.Handle("GET /v1/admin/overrides/{policy}", a.adminOnly(a.listOverrides))
+			mux.Handle("DELETE /v1/admin/overrides/{policy}", a.adminOnly(a.deleteOverride))
+		}
 	}
 	handle("GET", "/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

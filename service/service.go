@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/tracing"
+	"github.com/sluicehq/sluice/overrides"
 )
 
 // Service decides checks against the configuration in force. It is safe for
@@ -39,6 +40,8 @@ type Service struct {
 	configMu sync.Mutex
 	files    *config.Config
 	dynamic  *config.Config
+
+	overrides *overrides.Store // nil: none
 }
 
 // snapshot is one configuration with what the hot path derives from it.
@@ -51,9 +54,10 @@ type snapshot struct {
 type Option func(*options)
 
 type options struct {
-	log     *slog.Logger
-	version string
-	tracer  *tracing.Tracer
+	log       *slog.Logger
+	version   string
+	tracer    *tracing.Tracer
+	overrides *overrides.Store
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -68,7 +72,10 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Service{store: store, decider: o.tracer.WrapStore(store), tracer: o.tracer, metrics: newMetrics(o.version), log: o.log}
+	s := &Service{store: store, decider: o.tracer.WrapStore(store), tracer: o.tracer, metrics: newMetrics(o.version), log: o.log, overrides: o.overrides}
+	if o.overrides != nil {
+		s.metrics.registry.MustRegister(o.overrides.Collectors()...)
+	}
 	if fs, ok := store.(*failover.Store); ok {
 		s.watchFailover(fs)
 	}
@@ -102,6 +109,8 @@ type Check struct {
 	Policy *config.Policy
 	Key    string
 	Cost   int64
+	// Plan names the plan the key is on, for a policy with plans.
+	Plan string
 }
 
 // CheckError reports which check of a decision is invalid. It wraps the
@@ -148,6 +157,8 @@ func (s *Service) decideCounted(ctx context.Context, checks []Check, results []s
 	if len(checks) != len(results) {
 		panic("service: Decide needs one result per check")
 	}
+	counted := checks // metrics count by the configured policy
+	checks = s.applyOverrides(checks)
 	if err := validate(checks); err != nil {
 		return false, err
 	}
@@ -162,7 +173,7 @@ func (s *Service) decideCounted(ctx context.Context, checks []Check, results []s
 		s.metrics.degraded.WithLabelValues(failover.FailClosed.String()).Inc()
 		for i, c := range checks {
 			results[i] = sluice.Result{Limit: c.Policy.Limit, RetryAfter: unavailable.RetryAfter, Degraded: true}
-			snap.count(c.Policy, s.metrics, false, false)
+			snap.count(counted[i].Policy, s.metrics, false, false)
 		}
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	case err != nil:
@@ -172,7 +183,7 @@ func (s *Service) decideCounted(ctx context.Context, checks []Check, results []s
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	degraded := false
-	for i, c := range checks {
+	for i, c := range counted {
 		snap.count(c.Policy, s.metrics, allowed, results[i].Allowed)
 		degraded = degraded || results[i].Degraded
 	}

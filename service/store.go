@@ -111,8 +111,10 @@ func (p *storeProblem) Error() string { return p.field + ": " + p.msg }
 
 // redisSettings is what opening a Redis store takes, read and checked.
 type redisSettings struct {
-	mode failover.Mode
-	opts []redisstore.Option
+	mode     failover.Mode
+	opts     []redisstore.Option
+	password string      // from password_file, for other clients of the same Redis
+	tls      *tls.Config // nil: none
 }
 
 // readStore checks cfg and reads the files it names, without connecting:
@@ -155,7 +157,8 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 		if err != nil {
 			bad("store.password_file", "%v", err)
 		} else {
-			rc.opts = append(rc.opts, redisstore.WithPassword(strings.TrimRight(string(b), "\r\n")))
+			rc.password = strings.TrimRight(string(b), "\r\n")
+			rc.opts = append(rc.opts, redisstore.WithPassword(rc.password))
 		}
 	}
 	if cfg.TLS != nil {
@@ -168,6 +171,7 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 		if err != nil {
 			bad(field, "%v", err)
 		}
+		rc.tls = tc
 		rc.opts = append(rc.opts, redisstore.WithTLSConfig(tc))
 	}
 	return rc, problems

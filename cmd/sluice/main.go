@@ -3,6 +3,7 @@
 //	sluice serve --config FILE      run the service (HTTP API + Envoy RLS gRPC)
 //	sluice proxy --config FILE --upstream URL   limit traffic to an HTTP upstream
 //	sluice check --policy P --key K ask a running service for a decision
+//	sluice override set|list|rm     limits set at runtime for a key or a tenant
 //	sluice lab SCENARIO             reproduce the classic overshoot failures
 //	sluice bench --target URL       load-test a rate limiter (gRPC RLS, HTTP or the library)
 //	sluice validate FILE|DIR...     check configuration files
@@ -34,6 +35,7 @@ func commands() []command {
 		{"serve", "run the rate limit service: HTTP API and Envoy's rate limit gRPC API", runServe},
 		{"proxy", "run a rate-limiting reverse proxy in front of an HTTP upstream", runProxy},
 		{"check", "ask a running service whether a request is allowed", runCheck},
+		{"override", "set, list and remove limits set at runtime for a key or a tenant", runOverride},
 		{"lab", "reproduce how distributed rate limiters overshoot, next to Sluice", runLab},
 		{"bench", "generate load against a rate limiter and report throughput, latency and decisions", runBench},
 		{"validate", "check configuration files and report every problem", runValidate},

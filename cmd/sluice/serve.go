@@ -73,8 +73,9 @@ gRPC health NOT_SERVING while requests are still served; then the listeners
 close and in-flight requests get up to --shutdown-timeout to finish. A second
 signal ends the drain early.
 
-The admin API (POST /v1/admin/reset) is on only with a token, read from
---admin-token-file or the SLUICE_ADMIN_TOKEN environment variable.`
+The admin API (POST /v1/admin/reset, /v1/admin/overrides) is on only with a
+token, read from --admin-token-file or the SLUICE_ADMIN_TOKEN environment
+variable.`
 
 // newServeFlags defines serve's flags on o.
 func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
@@ -207,7 +208,14 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		return nil, err
 	}
 	closeStore = sequence(closeStore, stopTracing) // the last spans are flushed after the last decision
-	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()), tracingOpt)
+	// Overrides live where the counters do: in Redis every node shares them.
+	ov, closeOverrides, err := service.OpenOverrides(ctx, storeCfg, log)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	closeStore = sequence(closeOverrides, closeStore)
+	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()), tracingOpt, service.WithOverrides(ov))
 	xds, err := o.xds.client(svc, log)
 	if err != nil {
 		closeStore()

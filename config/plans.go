@@ -1,0 +1,138 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"gopkg.in/yaml.v3"
+)
+
+// Plans are a policy's limits per plan (free, pro, ...): a check names its
+// plan and is decided under that plan's limit, on the policy's state.
+type Plans struct {
+	// Default is the plan of a check that names none or an unknown one; ""
+	// leaves such checks under the policy's own limit.
+	Default string
+	// Limits holds each plan's limit, period and burst.
+	Limits map[string]PlanLimit
+}
+
+// PlanLimit is one plan's limit.
+type PlanLimit struct {
+	Limit  int64
+	Period time.Duration
+	Burst  int64
+}
+
+// maxPlans caps the plans of one policy.
+const maxPlans = 64
+
+// ForPlan returns the policy a check naming plan is decided under: the
+// plan's limit (or the default plan's, for "" or an unknown plan), with the
+// policy's name and algorithm so the state stays the policy's.
+func (p *Policy) ForPlan(plan string) sluice.Policy {
+	if p.Plans == nil {
+		return p.Policy
+	}
+	l, ok := p.Plans.Limits[plan]
+	if !ok {
+		if l, ok = p.Plans.Limits[p.Plans.Default]; !ok {
+			return p.Policy
+		}
+	}
+	sp := p.Policy
+	sp.Limit, sp.Period, sp.Burst = l.Limit, l.Period, l.Burst
+	return sp
+}
+
+// plans reads a policy's plans section; base is the policy (valid), whose
+// period a plan without one takes.
+func (p *fileParser) plans(n *yaml.Node, path string, base sluice.Policy) *Plans {
+	f, ok := p.mapping(n, path, "default", "limits")
+	if !ok {
+		return nil
+	}
+	out := &Plans{Limits: map[string]PlanLimit{}}
+	valid := true
+	if ln := f.get("limits"); ln == nil {
+		p.missing(f, "limits", "a mapping of plan names to {limit, period, burst}")
+		valid = false
+	} else if ln.Kind != yaml.MappingNode {
+		p.errorf(ln, join(path, "limits"), "must be a mapping of plan names to {limit, period, burst}, got %s", describe(ln))
+		valid = false
+	} else {
+		if len(ln.Content)/2 > maxPlans {
+			p.errorf(ln, join(path, "limits"), "at most %d plans, got %d", maxPlans, len(ln.Content)/2)
+			valid = false
+		}
+		for i := 0; i+1 < len(ln.Content); i += 2 {
+			k, v := ln.Content[i], ln.Content[i+1]
+			at := join(join(path, "limits"), k.Value)
+			if _, dup := out.Limits[k.Value]; dup {
+				p.errorf(k, at, "duplicate plan")
+				valid = false
+				continue
+			}
+			if msg := validPlanName(k.Value); k.Kind != yaml.ScalarNode || msg != "" {
+				p.errorf(k, at, "a plan name %s", msg)
+				valid = false
+				continue
+			}
+			l, ok := p.planLimit(v, at, base)
+			valid = valid && ok
+			out.Limits[k.Value] = l
+		}
+	}
+	if d, set := p.str(f, "default"); set {
+		if _, ok := out.Limits[d]; !ok && valid {
+			p.errorf(f.get("default"), join(path, "default"), "names no plan of limits: %q", d)
+			valid = false
+		}
+		out.Default = d
+	}
+	if !valid {
+		return nil
+	}
+	return out
+}
+
+// planLimit reads one plan's limit and checks it as the policy would be
+// under it.
+func (p *fileParser) planLimit(n *yaml.Node, path string, base sluice.Policy) (PlanLimit, bool) {
+	f, ok := p.mapping(n, path, "limit", "period", "burst")
+	if !ok {
+		return PlanLimit{}, false
+	}
+	bad := map[string]bool{}
+	sp := base
+	sp.Burst = 0
+	var set bool
+	if sp.Limit, set = p.integer(f, "limit"); !p.need(f, "limit", "the units admitted per period under this plan") || !set {
+		bad["Limit"] = true
+	}
+	if f.has("period") {
+		if sp.Period, set = p.duration(f, "period"); !set {
+			bad["Period"] = true
+		}
+	}
+	if sp.Burst, set = p.integer(f, "burst"); f.has("burst") && !set {
+		bad["Burst"] = true
+	}
+	valid := p.checkPolicy(sp, f.at(map[string]string{"Limit": "limit", "Period": "period", "Burst": "burst"}), bad)
+	return PlanLimit{Limit: sp.Limit, Period: sp.Period, Burst: sp.Burst}, valid
+}
+
+// validPlanName reports what makes s unfit as a plan name, or "".
+func validPlanName(s string) string {
+	if s == "" || len(s) > 64 {
+		return fmt.Sprintf("must be 1 to 64 bytes, got %d", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return fmt.Sprintf("may hold only letters, digits and _-., got %q", s)
+		}
+	}
+	return ""
+}
