@@ -82,8 +82,28 @@ func (r *ShardedRunner) Run(ctx context.Context, s *Script, keys, args []string,
 	if len(keys) == 0 {
 		return errors.New("redisstore: a sharded store cannot run a script without keys")
 	}
-	return r.shards[r.ShardOf(keys[0])].Runner.Run(ctx, s, keys, args, reply)
+	sh := r.ShardOf(keys[0])
+	if err := r.shards[sh].Runner.Run(ctx, s, keys, args, reply); err != nil {
+		return &ShardError{Shard: sh, Name: r.shards[sh].Name, Err: err}
+	}
+	return nil
 }
+
+// ShardError is a failed call on one shard. It names the shard so that a
+// breaker per shard (failover.WithBreakerPerNode) blames only that one.
+type ShardError struct {
+	Shard int    // index in the order given to NewShardedRunner
+	Name  string // the shard's Name
+	Err   error
+}
+
+func (e *ShardError) Error() string { return "shard " + e.Name + ": " + e.Err.Error() }
+
+// Unwrap returns the shard's error.
+func (e *ShardError) Unwrap() error { return e.Err }
+
+// FailedNode returns e.Shard, for failover.WithBreakerPerNode.
+func (e *ShardError) FailedNode() int { return e.Shard }
 
 // RunMulti sends each shard its calls, the shards in parallel, so a set
 // spread over shards costs one round trip, not one per shard.
@@ -107,6 +127,7 @@ func (r *ShardedRunner) RunMulti(ctx context.Context, calls []Call) {
 		}
 		if len(mine) == len(calls) { // all on one shard: no copies
 			r.shards[sh].Runner.RunMulti(ctx, calls)
+			r.blame(sh, calls)
 			return
 		}
 		wg.Add(1)
@@ -117,12 +138,22 @@ func (r *ShardedRunner) RunMulti(ctx context.Context, calls []Call) {
 				part[j] = calls[i] // Reply shares its backing array
 			}
 			r.shards[sh].Runner.RunMulti(ctx, part)
+			r.blame(sh, part)
 			for j, i := range mine {
 				calls[i].Err = part[j].Err
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// blame wraps the errors of shard sh's calls in ShardErrors.
+func (r *ShardedRunner) blame(sh int, calls []Call) {
+	for i := range calls {
+		if calls[i].Err != nil {
+			calls[i].Err = &ShardError{Shard: sh, Name: r.shards[sh].Name, Err: calls[i].Err}
+		}
+	}
 }
 
 // Colocated reports whether keys all live on one shard (and, should that

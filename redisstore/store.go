@@ -248,6 +248,23 @@ func (s *Store) Mode(ctx context.Context) (Mode, error) {
 // operator to inspect it or to reset it with DEL.
 func (s *Store) Key(p *sluice.Policy, key string) string { return redisKey(s.prefix, p, key) }
 
+// Shards returns how many independent Redis servers the store spreads its
+// keys over: 1 unless it is sharded (see ShardedRunner).
+func (s *Store) Shards() int {
+	if sr, ok := s.run.(*ShardedRunner); ok {
+		return len(sr.shards)
+	}
+	return 1
+}
+
+// ShardOf returns the shard, 0 to Shards()-1, that holds (p, key).
+func (s *Store) ShardOf(p *sluice.Policy, key string) int {
+	if sr, ok := s.run.(*ShardedRunner); ok {
+		return sr.ShardOf(redisKey(s.prefix, p, key))
+	}
+	return 0
+}
+
 // bound adds the per-call timeout to ctx, unless ctx already ends sooner.
 func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.timeout <= 0 {
