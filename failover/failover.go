@@ -20,6 +20,9 @@ type Store struct {
 	nodes    int64
 	clock    sluice.Clock
 	br       breaker
+	storeBr  []*breaker               // {&br}
+	perNode  []*breaker               // WithBreakerPerNode: one per Redis node
+	nodeOf   func(sluice.Request) int // WithBreakerPerNode
 	timeouts timeouts
 	failed   atomic.Uint64
 	observer atomic.Pointer[func(Call)]
@@ -127,6 +130,7 @@ func New(primary sluice.Store, opts ...Option) *Store {
 		o(s)
 	}
 	s.timeouts.max = max(s.timeouts.max, s.timeouts.min)
+	s.initBreakers()
 	s.timeouts.init()
 	if s.clock == nil {
 		s.clock = sluice.SystemClock()
@@ -146,9 +150,6 @@ func (s *Store) Primary() sluice.Store { return s.primary }
 // Failures returns how many calls the primary has failed (errors and
 // timeouts; not the calls an open breaker kept away from it).
 func (s *Store) Failures() uint64 { return s.failed.Load() }
-
-// State returns the breaker's state.
-func (s *Store) State() BreakerState { return BreakerState(s.br.state.Load()) }
 
 // Timeout returns the timeout the next call to the primary gets (0: none).
 func (s *Store) Timeout() time.Duration { return s.timeouts.timeout() }
@@ -170,7 +171,7 @@ func (s *Store) Observe(f func(Call)) { s.observer.Store(&f) }
 // Decide implements sluice.Store.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	var r sluice.Result
-	err := s.call(ctx, func(cctx context.Context) (err error) {
+	err := s.call(ctx, s.breakersOf([]sluice.Request{req}), func(cctx context.Context) (err error) {
 		r, err = s.primary.Decide(cctx, req)
 		return err
 	})
@@ -187,7 +188,7 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 // a whole, so it stays all or nothing — also when the primary failed part
 // way through it.
 func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []sluice.Result) error {
-	err := s.call(ctx, func(cctx context.Context) error {
+	err := s.call(ctx, s.breakersOf(reqs), func(cctx context.Context) error {
 		return s.primary.DecideAll(cctx, reqs, results)
 	})
 	if err == nil && s.mode == FailLocal && len(reqs) > 0 && !results[0].Allowed {
@@ -202,12 +203,16 @@ func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []
 	return s.degradedAll(ctx, reqs, results, err)
 }
 
-// call runs f on the primary under the breaker and the timeout, and feeds
-// its outcome to both. Its error is ErrBreakerOpen when the breaker kept the
-// call away.
-func (s *Store) call(ctx context.Context, f func(context.Context) error) error {
-	ok, t := s.br.allow(s.clock)
-	if !ok {
+// call runs f on the primary under the breakers brs and the timeout, and
+// feeds its outcome to them. Its error is ErrBreakerOpen when a breaker kept
+// the call away.
+func (s *Store) call(ctx context.Context, brs []*breaker, f func(context.Context) error) error {
+	var buf [4]ticket
+	tickets := buf[:]
+	if len(brs) > len(buf) {
+		tickets = make([]ticket, len(brs))
+	}
+	if !allowAll(brs, s.clock, tickets) {
 		return ErrBreakerOpen
 	}
 	cctx, cancel := s.timeouts.bound(ctx)
@@ -220,20 +225,33 @@ func (s *Store) call(ctx context.Context, f func(context.Context) error) error {
 	cancel()
 	switch {
 	case err == nil:
-		s.br.success(t)
+		for i, b := range brs {
+			b.success(tickets[i])
+		}
 		s.timeouts.observe(latency)
 	case ctx.Err() != nil:
 		// The caller gave up, or its own deadline, shorter than the timeout,
 		// passed: that says nothing about the store (and counting it would
 		// let a client with a tiny deadline open the breaker for everyone).
-		s.br.release(t)
+		for i, b := range brs {
+			b.release(tickets[i])
+		}
 		return err
 	case callerError(err):
-		s.br.success(t) // the store answered; the request was wrong
+		for i, b := range brs {
+			b.success(tickets[i]) // the store answered; the request was wrong
+		}
 		return err
 	default:
 		s.failed.Add(1)
-		s.br.failure(t, s.clock.Now())
+		blamed := s.failedOn(brs, err)
+		for i, b := range brs {
+			if blamed == nil || b == blamed {
+				b.failure(tickets[i], s.clock.Now())
+			} else {
+				b.release(tickets[i]) // answered or not, it says nothing about b
+			}
+		}
 	}
 	s.health.record(s.clock.Now(), err)
 	if o := s.observer.Load(); o != nil {

@@ -53,8 +53,9 @@ func (s *Store) Ready(ctx context.Context, p *sluice.Policy, key string) error {
 			return fmt.Errorf("the last store call failed: %w", s.health.cause())
 		}
 	}
-	err := s.call(ctx, func(cctx context.Context) error {
-		_, err := s.primary.Decide(cctx, sluice.Request{Policy: p, Key: key, Cost: 1})
+	probe := sluice.Request{Policy: p, Key: key, Cost: 1}
+	err := s.call(ctx, s.breakersOf([]sluice.Request{probe}), func(cctx context.Context) error {
+		_, err := s.primary.Decide(cctx, probe)
 		return err
 	})
 	switch {

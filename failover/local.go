@@ -34,7 +34,7 @@ func (s *Store) degradedAll(ctx context.Context, reqs []sluice.Request, results 
 }
 
 func (s *Store) unavailable(cause error) error {
-	return &UnavailableError{Cause: cause, RetryAfter: s.br.retryIn(s.clock.Now())}
+	return &UnavailableError{Cause: cause, RetryAfter: s.retryIn(s.clock.Now())}
 }
 
 // localError passes a caller's mistake through, and makes any other error of

@@ -24,8 +24,9 @@
 //	defer store.Close()
 //	lim, err := sluice.New(store, sluice.Policy{Name: "api", Algorithm: sluice.GCRA, Limit: 100, Period: time.Minute})
 //
-// Open takes a URL (one server, TLS, a Unix socket, a Cluster, Sentinel) and
-// builds a rueidis client; New takes a rueidis.Client the caller already has;
+// Open takes a URL (one server, TLS, a Unix socket, a Cluster, Sentinel,
+// or independent servers sharded by key: see ShardedRunner) and builds a
+// rueidis client per server; New takes a rueidis.Client the caller already has;
 // package redisstore/goredis runs the same scripts on a go-redis client.
 //
 // The scripts compute exactly what sluice.Decide computes, with the same

@@ -38,17 +38,69 @@ var (
 //	redis://host1:port?addr=host2:port&addr=...    a Cluster (any nodes; the
 //	                                               client discovers the rest)
 //	redis://sentinel:port?master_set=name          Sentinel
+//	redis://host1:port?shard=redis://host2:port&shard=...
+//	                                               independent Redis servers,
+//	                                               keys spread over them
+//	                                               (see ShardedRunner)
+//
+// A sharded URL's options (WithPassword, WithTLSConfig, WithLazyConnect)
+// apply to every shard; each shard URL may carry its own credentials and
+// database, and must be one server (a shard URL holding parameters of its own
+// is query-escaped).
 //
 // rueidis pipelines concurrent requests on shared connections by itself.
 // Client-side caching is turned off: the store never reads through it, and
 // it would require RESP3 and CLIENT TRACKING from the server.
 func Open(url string, opts ...Option) (*Store, error) {
-	o, err := rueidis.ParseURL(url)
+	urls, err := ShardURLs(url)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: Open: %w", err)
 	}
-	o.DisableCache = true
 	cf := newConfig(opts)
+	if len(urls) == 1 {
+		r, closeRunner, err := openRunner(url, cf)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: Open: %w", err)
+		}
+		s := NewWithRunner(r, opts...)
+		s.close = closeRunner
+		return s, nil
+	}
+	shards := make([]Shard, len(urls))
+	closers := make([]func(), 0, len(urls))
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for i, u := range urls {
+		r, closeRunner, err := openRunner(u, cf)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("redisstore: Open: shard %d: %w", i+1, err)
+		}
+		closers = append(closers, closeRunner)
+		name, _ := shardName(u) // ShardURLs checked it
+		shards[i] = Shard{Name: name, Runner: r}
+	}
+	sr, err := NewShardedRunner(shards...)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	s := NewWithRunner(sr, opts...)
+	s.close = closeAll
+	return s, nil
+}
+
+// openRunner connects to one URL (a Redis, Cluster or Sentinel) as Open's
+// options say, and returns its Runner and what closes it.
+func openRunner(url string, cf config) (Runner, func(), error) {
+	o, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	o.DisableCache = true
 	if cf.tls != nil {
 		o.TLSConfig = cf.tls
 	}
@@ -57,17 +109,13 @@ func Open(url string, opts ...Option) (*Store, error) {
 	}
 	if cf.lazy {
 		l := newLazyRunner(o)
-		s := NewWithRunner(l, opts...)
-		s.close = l.Close
-		return s, nil
+		return l, l.Close, nil
 	}
 	c, err := rueidis.NewClient(o)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: Open: %w", err)
+		return nil, nil, err
 	}
-	s := New(c, opts...)
-	s.close = c.Close
-	return s, nil
+	return NewRunner(c), c.Close, nil
 }
 
 // New returns a Store on a rueidis client the caller owns and closes (Close
@@ -199,6 +247,23 @@ func (s *Store) Mode(ctx context.Context) (Mode, error) {
 // Key returns the Redis key that holds the state of (p, key), e.g. for an
 // operator to inspect it or to reset it with DEL.
 func (s *Store) Key(p *sluice.Policy, key string) string { return redisKey(s.prefix, p, key) }
+
+// Shards returns how many independent Redis servers the store spreads its
+// keys over: 1 unless it is sharded (see ShardedRunner).
+func (s *Store) Shards() int {
+	if sr, ok := s.run.(*ShardedRunner); ok {
+		return len(sr.shards)
+	}
+	return 1
+}
+
+// ShardOf returns the shard, 0 to Shards()-1, that holds (p, key).
+func (s *Store) ShardOf(p *sluice.Policy, key string) int {
+	if sr, ok := s.run.(*ShardedRunner); ok {
+		return sr.ShardOf(redisKey(s.prefix, p, key))
+	}
+	return 0
+}
 
 // bound adds the per-call timeout to ctx, unless ctx already ends sooner.
 func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {

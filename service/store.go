@@ -70,6 +70,9 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 			Probes:      cfg.Breaker.Probes,
 		}),
 		failover.WithNodes(cfg.Nodes),
+		// A sharded store gets a breaker per shard: one shard down sends
+		// only its own keys to the fail policy.
+		failover.WithBreakerPerNode(rs.Shards(), func(r sluice.Request) int { return rs.ShardOf(r.Policy, r.Key) }),
 		failover.WithLocal(memory.New(memoryOptions(cfg)...)),
 		failover.WithStateChange(func(from, to failover.BreakerState) {
 			level := slog.LevelWarn
@@ -135,6 +138,8 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 		return nil, problems
 	}
 	if _, err := rueidis.ParseURL(cfg.URL); err != nil {
+		bad("store.url", "%v", redact(err, cfg.URL))
+	} else if _, err := redisstore.ShardURLs(cfg.URL); err != nil {
 		bad("store.url", "%v", redact(err, cfg.URL))
 	}
 	rc := &redisSettings{mode: failover.FailLocal}
@@ -220,22 +225,38 @@ func RedactURL(raw string) string {
 	if err != nil {
 		return "(unparsable URL)"
 	}
+	q := u.Query()
+	if shards := q["shard"]; len(shards) > 0 { // a sharded store: each may hold a password
+		for i, s := range shards {
+			shards[i] = RedactURL(s)
+		}
+		u.RawQuery = q.Encode()
+		raw = u.String()
+	}
 	if u.User == nil {
 		return raw
 	}
 	return u.Redacted()
 }
 
-// redact removes the URL's password from err's text, in case a library
-// quoted the URL.
+// redact removes the passwords of the URL (and of its shards) from err's
+// text, in case a library quoted the URL.
 func redact(err error, raw string) error {
 	u, perr := url.Parse(raw)
-	if perr != nil || u.User == nil {
+	if perr != nil {
 		return err
 	}
-	pass, ok := u.User.Password()
-	if !ok || pass == "" || !strings.Contains(err.Error(), pass) {
+	msg := err.Error()
+	for _, s := range u.Query()["shard"] {
+		msg = redact(errors.New(msg), s).Error()
+	}
+	if u.User != nil {
+		if pass, ok := u.User.Password(); ok && pass != "" {
+			msg = strings.ReplaceAll(msg, pass, "xxxxx")
+		}
+	}
+	if msg == err.Error() {
 		return err
 	}
-	return errors.New(strings.ReplaceAll(err.Error(), pass, "xxxxx"))
+	return errors.New(msg)
 }

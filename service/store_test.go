@@ -72,6 +72,8 @@ func TestOpenStoreErrors(t *testing.T) {
 		{"missing password_file", config.Store{URL: "redis://127.0.0.1:6379", PasswordFile: filepath.Join(dir, "nope")}, "store.password_file"},
 		{"missing ca_file", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CAFile: filepath.Join(dir, "nope")}}, "store.tls.ca_file"},
 		{"ca_file without PEM", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CAFile: notPEM}}, "no PEM certificate"},
+		{"shard given twice", config.Store{URL: "redis://:" + pass + "@127.0.0.1:6379?shard=redis://:" + pass + "@127.0.0.1:6379"}, "given twice"},
+		{"bad shard URL", config.Store{URL: "redis://127.0.0.1:6379?shard=redis://:" + pass + "@127.0.0.1:6379/a/b"}, "shard 2"},
 		{"bad client pair", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CertFile: notPEM, KeyFile: notPEM}}, "store.tls.cert_file: cannot load it with key_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,17 +94,18 @@ func TestOpenStoreErrors(t *testing.T) {
 
 func TestRedactURL(t *testing.T) {
 	for raw, want := range map[string]string{
-		"redis://127.0.0.1:6379":            "redis://127.0.0.1:6379",
-		"redis://:pw@127.0.0.1:6379/2":      "redis://:xxxxx@127.0.0.1:6379/2",
-		"rediss://app:pw@h:6380?addr=h2:1":  "rediss://app:xxxxx@h:6380?addr=h2:1",
-		"redis://user@h:6379":               "redis://user@h:6379",
-		"redis://:p%40ss%3Aw0rd@h:6379":     "redis://:xxxxx@h:6379",
-		"redis://:pw@h:port":                "(unparsable URL)",
-		"memory://":                         "memory://",
-		"unix://:pw@/var/run/redis.sock":    "unix://:xxxxx@/var/run/redis.sock",
-		"redis://:with%20space@h:6379/0":    "redis://:xxxxx@h:6379/0",
-		"redis://:pw@[::1]:6379":            "redis://:xxxxx@[::1]:6379",
-		"redis://%3Aodd:pw@127.0.0.1:6379/": "redis://%3Aodd:xxxxx@127.0.0.1:6379/",
+		"redis://127.0.0.1:6379":                                   "redis://127.0.0.1:6379",
+		"redis://:pw@127.0.0.1:6379/2":                             "redis://:xxxxx@127.0.0.1:6379/2",
+		"rediss://app:pw@h:6380?addr=h2:1":                         "rediss://app:xxxxx@h:6380?addr=h2:1",
+		"redis://user@h:6379":                                      "redis://user@h:6379",
+		"redis://:p%40ss%3Aw0rd@h:6379":                            "redis://:xxxxx@h:6379",
+		"redis://:pw@h:port":                                       "(unparsable URL)",
+		"memory://":                                                "memory://",
+		"unix://:pw@/var/run/redis.sock":                           "unix://:xxxxx@/var/run/redis.sock",
+		"redis://:with%20space@h:6379/0":                           "redis://:xxxxx@h:6379/0",
+		"redis://:pw@[::1]:6379":                                   "redis://:xxxxx@[::1]:6379",
+		"redis://%3Aodd:pw@127.0.0.1:6379/":                        "redis://%3Aodd:xxxxx@127.0.0.1:6379/",
+		"redis://:pw@a:1?shard=redis://:pw2@b:2&shard=redis://c:3": "redis://:xxxxx@a:1?shard=redis%3A%2F%2F%3Axxxxx%40b%3A2&shard=redis%3A%2F%2Fc%3A3",
 	} {
 		if got := RedactURL(raw); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
@@ -113,6 +116,10 @@ func TestRedactURL(t *testing.T) {
 	err := redact(errors.New("cannot dial redis://:p@ss@h: p@ss rejected"), "redis://:p%40ss@h")
 	if strings.Contains(err.Error(), "p@ss") {
 		t.Errorf("redact left the password: %v", err)
+	}
+	err = redact(errors.New("shard 2: cannot dial redis://:sh4rd@b"), "redis://a:1?shard=redis://:sh4rd@b")
+	if strings.Contains(err.Error(), "sh4rd") {
+		t.Errorf("redact left a shard's password: %v", err)
 	}
 }
 
