@@ -106,7 +106,7 @@ func redisOpener(t testing.TB) opener {
 	srv := redistest.Start(t)
 	return func(t testing.TB, clock sluice.Clock) sluice.Store {
 		prefix := fmt.Sprintf("envoyrls-test-%d-%d:", time.Now().UnixNano(), redisPrefixes.Add(1))
-		s, err := redisstore.Open(srv.URL(), redisstore.WithPrefix(prefix), redisstore.WithClock(clock))
+		s, err := redisstore.Open(srv.URL(), redisstore.WithPrefix(prefix), redisstore.WithClock(clock), redisstore.WithTimeout(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

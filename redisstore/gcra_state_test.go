@@ -23,7 +23,7 @@ func TestGCRAReadsBareTAT(t *testing.T) {
 	c := newClient(t, srv.URL())
 	ctx := context.Background()
 	clock := storetest.NewClock(storetest.Epoch)
-	s := redisstore.New(c, redisstore.WithClock(clock), redisstore.WithPrefix("bare:"))
+	s := redisstore.New(c, redisstore.WithClock(clock), redisstore.WithPrefix("bare:"), redisstore.WithTimeout(5*time.Second))
 	now := storetest.Epoch.UnixMicro()
 	for _, a := range []sluice.Algorithm{sluice.GCRA, sluice.LeakyBucket} {
 		p := &sluice.Policy{Name: "old", Algorithm: a, Limit: 10, Period: time.Second}

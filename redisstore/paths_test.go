@@ -23,7 +23,7 @@ func testPaths(t *testing.T, c rueidis.Client, cluster bool) {
 	reqs := []sluice.Request{{Policy: user, Key: "alice", Cost: 1}, {Policy: global, Key: "all", Cost: 1}}
 	for _, prefix := range []string{rstest.Prefix(), "{tag}:" + rstest.Prefix()} {
 		r := &counting{Runner: redisstore.NewRunner(c), runs: map[string]int{}}
-		s := redisstore.NewWithRunner(r, redisstore.WithPrefix(prefix))
+		s := redisstore.NewWithRunner(r, redisstore.WithPrefix(prefix), redisstore.WithTimeout(5*time.Second))
 		spread := redisstore.Slot(s.Key(user, "alice")) != redisstore.Slot(s.Key(global, "all"))
 		if prefix[0] != '{' && !spread {
 			t.Fatalf("the keys %q and %q share a slot; pick others", s.Key(user, "alice"), s.Key(global, "all"))
@@ -56,7 +56,7 @@ func btoi(b bool) int {
 func testSlots(t *testing.T, c rueidis.Client) {
 	ctx := context.Background()
 	p := &sluice.Policy{Name: "api", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second}
-	s := redisstore.New(c)
+	s := redisstore.New(c, redisstore.WithTimeout(5*time.Second))
 	keys := []string{"", "foo", "bar", "123456789", "{user1000}.following", "{user1000}.followers",
 		"a{b}c", "{}x", "x{}", "}{", "{a}{b}", "{{a}}", "ключ\x00\xff",
 		s.Key(p, "alice"), s.Key(p, "a{b}"), s.Key(p, "}{"), s.Key(p, "%7B")}

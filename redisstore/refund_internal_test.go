@@ -19,6 +19,10 @@ import (
 // that never saw x — exactly for the windows and the log; for the buckets
 // never more generously, and exactly when nothing else was admitted after x.
 // A key whose refund leaves it initial is deleted.
+// testTimeout bounds each call generously: a loaded machine may take far
+// longer than the default timeout, and no test here is about timing.
+const testTimeout = 5 * time.Second
+
 func TestRefund(t *testing.T) {
 	srv := redistest.Start(t)
 	o, err := rueidis.ParseURL(srv.URL())
@@ -45,7 +49,7 @@ func TestRefund(t *testing.T) {
 			for trial := 0; trial < 150; trial++ {
 				p := policies[trial%len(policies)]
 				clock := storetest.NewClock(storetest.Epoch)
-				s := New(c, WithPrefix(fmt.Sprintf("refund%d:", trial)), WithClock(clock))
+				s := New(c, WithPrefix(fmt.Sprintf("refund%d:", trial)), WithClock(clock), WithTimeout(testTimeout))
 				var ref sluice.State // the key without x
 				step := func() {
 					clock.Advance(time.Duration(rng.Int64N(int64(p.Period)/5+1)) / time.Microsecond * time.Microsecond)
@@ -107,7 +111,7 @@ func TestRefund(t *testing.T) {
 					now := clock.Now().Add(d)
 					_, want := sluice.Decide(p, ref, now.UnixMicro(), 0)
 					peekClock := storetest.NewClock(now)
-					got, err := New(c, WithPrefix(fmt.Sprintf("refund%d:", trial)), WithClock(peekClock)).
+					got, err := New(c, WithPrefix(fmt.Sprintf("refund%d:", trial)), WithClock(peekClock), WithTimeout(testTimeout)).
 						Decide(ctx, sluice.Request{Policy: p, Key: "k"})
 					if err != nil {
 						t.Fatal(err)
