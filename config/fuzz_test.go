@@ -16,6 +16,9 @@ func FuzzParse(f *testing.F) {
 		y("policies:", "  - {name: a, algorithm: gcra, limit: 10, period: 1m, burst: 5, shadow: true}"),
 		y("store: {url: 'redis://h:6379', timeout: 10ms}"),
 		y("store: {url: 'redis://h:6379', lease: {ttl: 20ms, max_lease: 5}}"),
+		y("store: {url: 'redis://h:6379', lease: off}", "policies:",
+			"  - {name: a, algorithm: token_bucket, limit: 10, period: 1s, lease: {ttl: 50ms, max_lease: 2}}",
+			"  - {name: b, algorithm: fixed_window, limit: 10, period: 1s, lease: off}"),
 		y("domain: d", "descriptors:", "  - key: k", "    value: 'v*'", "    rate_limit: {unit: second, requests_per_unit: 1}"),
 		y("domain: d", "descriptors:", "  - key: k", "    rate_limits:", "      - {algorithm: token_bucket, period: 90s, requests_per_unit: 3, burst: 9}",
 			"      - {unit: day, requests_per_unit: 100, name: daily, replaces: [{name: x}]}",
@@ -65,6 +68,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if err := check.Validate(); err != nil {
 				t.Fatalf("policy %q: %v", name, err)
+			}
+			if l := p.Lease; l != nil && !l.Off && (l.TTL < 0 || l.TTL > LeaseSpan(&p.Policy) || l.MaxLease < 0) {
+				t.Fatalf("policy %q: lease %+v outside its bounds", name, l)
 			}
 		}
 		for name, d := range cfg.Domains {
