@@ -91,14 +91,18 @@ type Store struct {
 	// TLS configures rediss:// connections; nil uses the system's roots.
 	TLS *TLS
 	// Lease, when set, makes each node decide locally from quota leased
-	// from Redis (package lease), for every policy; nil decides every
-	// request on Redis.
+	// from Redis (package lease), for every policy but those whose own lease
+	// section says otherwise; nil decides every request on Redis. Off
+	// leases only the policies with a lease section of their own.
 	Lease *Lease
 }
 
-// Lease is the store.lease section; zero fields take package lease's
+// Lease is a lease section, the store's default (store.lease) or a
+// policy's own; zero fields take the store's settings, then package lease's
 // defaults.
 type Lease struct {
+	// Off decides every request on Redis (a policy's `lease: off`).
+	Off bool
 	// TTL is the lease lifetime d; 0 means a twentieth of each policy's
 	// span (an overshoot bound of 1.05 for the buckets).
 	TTL time.Duration
@@ -154,6 +158,9 @@ type Policy struct {
 	// the request is exhausted. It implies Shadow: a quota-mode limit never
 	// denies through the HTTP API.
 	QuotaMode bool
+	// Lease is the policy's own lease section, overriding store.lease; nil
+	// takes the store's (always, in an Envoy-format file).
+	Lease *Lease
 	// RuleName is the rate_limit's name: in an Envoy file, used by replaces.
 	RuleName string
 	// Replaces lists the RuleNames of limits this one replaces when both match

@@ -17,6 +17,9 @@ func FuzzParse(f *testing.F) {
 		y("store: {url: 'redis://h:6379', timeout: 10ms}"),
 		y("store: {url: 'redis://h:6379', lease: {ttl: 20ms, max_lease: 5}}"),
 		y("policies:", "  - {name: a, algorithm: gcra, limit: 10, period: 1m, plans: {default: free, limits: {free: {limit: 2}, pro: {limit: 9, period: 1s, burst: 3}}}}"),
+		y("store: {url: 'redis://h:6379', lease: off}", "policies:",
+			"  - {name: a, algorithm: token_bucket, limit: 10, period: 1s, lease: {ttl: 50ms, max_lease: 2}}",
+			"  - {name: b, algorithm: fixed_window, limit: 10, period: 1s, lease: off}"),
 		y("domain: d", "descriptors:", "  - key: k", "    value: 'v*'", "    rate_limit: {unit: second, requests_per_unit: 1}"),
 		y("domain: d", "descriptors:", "  - key: k", "    rate_limits:", "      - {algorithm: token_bucket, period: 90s, requests_per_unit: 3, burst: 9}",
 			"      - {unit: day, requests_per_unit: 100, name: daily, replaces: [{name: x}]}",
@@ -73,6 +76,9 @@ func FuzzParse(f *testing.F) {
 						t.Fatalf("policy %q plan %q: %+v", name, plan, sp)
 					}
 				}
+			}
+			if l := p.Lease; l != nil && !l.Off && (l.TTL < 0 || l.TTL > LeaseSpan(&p.Policy) || l.MaxLease < 0) {
+				t.Fatalf("policy %q: lease %+v outside its bounds", name, l)
 			}
 		}
 		for name, d := range cfg.Domains {

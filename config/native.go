@@ -86,8 +86,7 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 		s.PasswordFile = p.relative(v)
 	}
 	if n := f.get("lease"); n != nil {
-		if l, ok := p.mapping(n, "store.lease", "ttl", "max_lease"); ok {
-			s.Lease = &Lease{TTL: p.nonNegativeDuration(l, "ttl"), MaxLease: int64(p.count(l, "max_lease", 1<<40))}
+		if s.Lease = p.leaseSection(n, "store.lease"); s.Lease != nil {
 			if scheme, _, _ := strings.Cut(s.URL, "://"); scheme == "" || scheme == "memory" {
 				p.errorf(n, "store.lease", "leases share a Redis store between nodes; with the memory store every decision is local already: remove store.lease or set a redis:// url")
 			}
@@ -171,7 +170,7 @@ func (p *fileParser) storeURL(n *yaml.Node, raw string) {
 
 // policy reads one item of the policies list; nil when it has problems.
 func (p *fileParser) policy(n *yaml.Node, path string) *Policy {
-	f, ok := p.mapping(n, path, "name", "algorithm", "limit", "period", "burst", "shadow", "plans")
+	f, ok := p.mapping(n, path, "name", "algorithm", "limit", "period", "burst", "shadow", "plans", "lease")
 	if !ok {
 		return nil
 	}
@@ -204,6 +203,11 @@ func (p *fileParser) policy(n *yaml.Node, path string) *Policy {
 	}
 	if n := f.get("plans"); n != nil {
 		if pol.Plans = p.plans(n, join(path, "plans"), pol.Policy); pol.Plans == nil {
+			return nil
+		}
+	}
+	if n := f.get("lease"); n != nil {
+		if pol.Lease = p.policyLease(n, join(path, "lease"), &pol.Policy); pol.Lease == nil {
 			return nil
 		}
 	}

@@ -141,6 +141,10 @@ func New(primary sluice.Store, opts ...Option) *Store {
 	return s
 }
 
+// Local returns the store FailLocal decides on (set by WithLocal under any
+// mode, but used only under FailLocal).
+func (s *Store) Local() sluice.Store { return s.local }
+
 // Mode returns the fail policy.
 func (s *Store) Mode() Mode { return s.mode }
 

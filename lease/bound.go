@@ -24,18 +24,19 @@ func span(p *sluice.Policy) time.Duration {
 func (s *Store) TTL(p *sluice.Policy) time.Duration { return s.ttlOf(p) }
 
 func (s *Store) ttlOf(p *sluice.Policy) time.Duration {
-	if !sluice.Reservable(p.Algorithm) || s.reserver == nil {
+	st := s.settingsOf(p)
+	if st.Off || !sluice.Reservable(p.Algorithm) || s.reserver == nil {
 		return 0
 	}
-	if s.ttl > 0 {
-		return s.ttl
+	if st.TTL > 0 {
+		return st.TTL
 	}
 	return max(time.Microsecond, span(p)/ttlFraction)
 }
 
 func (s *Store) maxLeaseOf(p *sluice.Policy) int64 {
-	if s.maxLease > 0 {
-		return min(s.maxLease, p.Capacity())
+	if n := s.settingsOf(p).MaxLease; n > 0 {
+		return min(n, p.Capacity())
 	}
 	return max(1, p.Capacity()/10)
 }

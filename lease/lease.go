@@ -17,7 +17,9 @@ type Store struct {
 	clock      sluice.Clock
 	ttl        time.Duration
 	maxLease   int64
+	off        bool // WithOff: policies lease only when SetPolicies says so
 	sweepEvery time.Duration
+	policies   atomic.Pointer[map[string]Settings]
 
 	mu        sync.Mutex
 	leases    map[leaseID]*lease
@@ -47,22 +49,40 @@ func New(remote sluice.Store, opts ...Option) *Store {
 	return s
 }
 
-// Stats counts the store's work since New.
+// Stats counts the store's work since New, and what it holds now.
 type Stats struct {
 	Decisions  int64 // requests decided (Decide and DecideAll)
 	StoreCalls int64 // calls to the remote store (reservations, releases, decisions)
+	Leases     int   // leases held, live or expired but not yet given back
+	Held       int64 // units held unused in live leases: what this node can admit without the store
 }
 
-// Stats returns the counters.
+// Stats returns the counters, and counts what the leases hold.
 func (s *Store) Stats() Stats {
-	return Stats{Decisions: s.decisions.Load(), StoreCalls: s.storeCalls.Load()}
+	st := Stats{Decisions: s.decisions.Load(), StoreCalls: s.storeCalls.Load()}
+	s.mu.Lock()
+	leases := make([]*lease, 0, len(s.leases))
+	for _, l := range s.leases {
+		leases = append(leases, l)
+	}
+	s.mu.Unlock()
+	st.Leases = len(leases)
+	now := s.now()
+	for _, l := range leases {
+		l.mu.Lock()
+		if now < l.expires && !l.retired {
+			st.Held += l.left
+		}
+		l.mu.Unlock()
+	}
+	return st
 }
 
 // Decide implements sluice.Store: from the key's lease when it holds the
 // cost, else after reserving a new one.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	s.decisions.Add(1)
-	if req.Cost == 0 || s.reserver == nil || !sluice.Reservable(req.Policy.Algorithm) {
+	if req.Cost == 0 || s.ttlOf(req.Policy) == 0 {
 		return s.remoteDecide(ctx, req)
 	}
 	now := s.now()
@@ -104,7 +124,8 @@ func (s *Store) decideOn(ctx context.Context, l *lease, req sluice.Request, now 
 	if now < l.deniedUntil && req.Cost >= l.deniedCost {
 		return l.denied(now), nil
 	}
-	size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy), s.ttlOf(req.Policy))
+	ttl := s.ttlOf(req.Policy)
+	size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy), ttl)
 	s.release(ctx, l, now)
 	l.policy = *req.Policy
 	s.storeCalls.Add(1)
@@ -113,10 +134,10 @@ func (s *Store) decideOn(ctx context.Context, l *lease, req sluice.Request, now 
 		return sluice.Result{}, err
 	}
 	if r.Granted == 0 {
-		l.deny(r, req.Cost, max(size, l.size), now, s.ttlOf(req.Policy))
+		l.deny(r, req.Cost, max(size, l.size), now, ttl)
 		return l.denied(now), nil
 	}
-	l.install(r, size, now, s.ttlOf(req.Policy))
+	l.install(r, size, now, ttl)
 	l.left -= req.Cost
 	return l.admitted(now), nil
 }

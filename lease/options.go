@@ -19,6 +19,11 @@ func WithTTL(d time.Duration) Option { return func(s *Store) { s.ttl = max(0, d)
 // can strand.
 func WithMaxLease(n int64) Option { return func(s *Store) { s.maxLease = max(0, n) } }
 
+// WithOff makes the store decide every policy on the remote store unless
+// SetPolicies gives it settings that are not Off: leases for the policies
+// that ask for them only.
+func WithOff() Option { return func(s *Store) { s.off = true } }
+
 // WithClock makes the store read time from c (tests use a fake clock). It
 // must tell the same time as the remote store's clock.
 func WithClock(c sluice.Clock) Option { return func(s *Store) { s.clock = c } }

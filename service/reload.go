@@ -45,13 +45,19 @@ func (s *Service) Reload(load func() (*config.Config, error)) error {
 	return nil
 }
 
-// sameStore compares two store sections by value: TLS is a pointer, which
-// every load allocates afresh, so == would call every reload of a file with a
-// tls section a change.
+// sameStore compares two store sections by value: TLS and Lease are
+// pointers, which every load allocates afresh, so == would call every reload
+// of a file with a tls or lease section a change.
 func sameStore(a, b config.Store) bool {
 	ta, tb := a.TLS, b.TLS
-	a.TLS, b.TLS = nil, nil
-	return a == b && (ta == nil) == (tb == nil) && (ta == nil || *ta == *tb)
+	la, lb := a.Lease, b.Lease
+	a.TLS, b.TLS, a.Lease, b.Lease = nil, nil, nil, nil
+	return a == b && samePointee(ta, tb) && samePointee(la, lb)
+}
+
+// samePointee reports whether a and b are both nil or point to equal values.
+func samePointee[T comparable](a, b *T) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // reloadDebounce gathers the burst of events one save or one symlink swap

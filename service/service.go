@@ -81,6 +81,7 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	}
 	s.files = cfg
 	s.install(cfg)
+	s.metrics.registry.MustRegister(newStoreCollector(s))
 	return s
 }
 
@@ -100,6 +101,9 @@ func (s *Service) install(cfg *config.Config) {
 	snap := &snapshot{cfg: cfg, counters: make(map[*config.Policy]*decisionCounters, len(cfg.Policies))}
 	for _, p := range cfg.Policies {
 		snap.counters[p] = s.metrics.forPolicy(p.Name)
+	}
+	if ls := leaseStore(s.store); ls != nil {
+		ls.SetPolicies(leaseSettings(cfg))
 	}
 	s.current.Store(snap)
 }

@@ -55,7 +55,11 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	if cfg.Lease != nil {
 		// Leases sit inside the fail policy: a node spends its lease while
 		// Redis is down, and failover takes over once it needs a new one.
-		ls := lease.New(rs, lease.WithTTL(cfg.Lease.TTL), lease.WithMaxLease(cfg.Lease.MaxLease))
+		opts := []lease.Option{lease.WithTTL(cfg.Lease.TTL), lease.WithMaxLease(cfg.Lease.MaxLease)}
+		if cfg.Lease.Off {
+			opts = append(opts, lease.WithOff())
+		}
+		ls := lease.New(rs, opts...)
 		shared, release = ls, func() { ls.Close(context.Background()) }
 	}
 	fs := failover.New(shared,
@@ -93,10 +97,13 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 // refuses exactly what serve would.
 func CheckStore(cfg *config.Config, st config.Store) error {
 	_, problems := readStore(st)
-	if len(problems) == 0 {
+	var list []config.Problem
+	if st.Lease == nil {
+		list = append(list, policyLeasesUnused(cfg)...)
+	}
+	if len(problems) == 0 && len(list) == 0 {
 		return nil
 	}
-	var list []config.Problem
 	for _, p := range problems {
 		if p.field == "store.url" && st.URL != cfg.Store.URL {
 			list = append(list, config.Problem{File: "--store", Message: p.msg})

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# lease-nodes.sh: two `sluice serve` nodes sharing one Redis, with and without
+# leases, against two memory-store nodes, in the same run.
+#
+# Starts a throw-away redis-server on 127.0.0.1 and, for each round, each load
+# (hot: every call on one key; keys: 10,000 keys) and each variant
+#
+#	lease    two serve nodes on Redis with store.lease: {} (the defaults)
+#	redis    two serve nodes on Redis, every decision a Redis call
+#	memory   two serve nodes, each on its own memory store (no sharing)
+#
+# (interleaved, so a busy machine weighs on all alike) starts the two nodes and
+# runs, against both at once,
+#
+#	sluice bench --target http://NODE --policy bench --concurrency 64 \
+#	             --keys 10000 [--hot 1] --duration 10s --json
+#
+# The policy is gcra with a limit of 1e9/s, so every decision admits and
+# the cost of deciding is what is measured (TestLeaseNodesBound checks the
+# bound at a limit that denies). It prints each node's throughput, and the
+# Redis CPU µs per decision (the change of INFO cpu's used_cpu_user +
+# used_cpu_sys over the run, divided by the decisions of both nodes, as
+# scripts/redis-cpu.sh measures it) with the script calls per decision.
+#
+# Usage: scripts/lease-nodes.sh              (from the repository root)
+# Env:  ROUNDS (3), DURATION (10s), CONCURRENCY (64 per node), KEYS (10000),
+#       LIMIT (1000000000), LOADS ("hot keys"), VARIANTS ("lease redis memory")
+# Output: one CSV line per run (round,load,variant,rps_node0,rps_node1,
+# decisions,errors,cpu_us_per_decision,calls_per_decision), then the medians.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10s}
+CONCURRENCY=${CONCURRENCY:-64}
+KEYS=${KEYS:-10000}
+LIMIT=${LIMIT:-1000000000}
+LOADS=${LOADS:-hot keys}
+VARIANTS=${VARIANTS:-lease redis memory}
+
+for bin in redis-server redis-cli curl python3; do
+	command -v "$bin" >/dev/null || { echo "lease-nodes.sh: $bin not found" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+pids=()
+stop() {
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	pids=()
+}
+redis_pid=
+cleanup() {
+	stop
+	if [[ -n $redis_pid ]]; then
+		kill "$redis_pid" 2>/dev/null || true
+		wait "$redis_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+
+go build -o "$work/sluice" ./cmd/sluice
+
+PORT=$(freeport)
+redis-server --bind 127.0.0.1 --port "$PORT" --dir "$work" --save '' --appendonly no \
+	--protected-mode no --daemonize no --logfile "$work/redis.log" &
+redis_pid=$!
+cli() { timeout 10 redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+for _ in $(seq 100); do
+	cli PING >/dev/null 2>&1 && break
+	sleep 0.05
+done
+cpu() { cli INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f\n", s }'; }
+calls() { cli INFO commandstats | tr -d '\r' | awk -F'[:,=]' '/^cmdstat_(evalsha|fcall|eval):/ { for (i = 2; i < NF; i += 2) if ($i == "calls") c += $(i+1) } END { print c + 0 }'; }
+
+policy="policies:
+  - {name: bench, algorithm: gcra, limit: $LIMIT, period: 1s}"
+printf 'store:\n  url: redis://127.0.0.1:%s\n  lease: {}\n%s\n' "$PORT" "$policy" >"$work/lease.yaml"
+printf 'store:\n  url: redis://127.0.0.1:%s\n%s\n' "$PORT" "$policy" >"$work/redis.yaml"
+printf 'store:\n  url: memory://\n%s\n' "$policy" >"$work/memory.yaml"
+
+# start VARIANT: two serve nodes; their HTTP ports in $nodes.
+start() {
+	nodes=()
+	for n in 0 1; do
+		local http
+		http=$(freeport)
+		"$work/sluice" serve --config "$work/$1.yaml" --http-addr "127.0.0.1:$http" --grpc-addr "" \
+			--drain 0s --log-level warn 2>>"$work/serve.log" &
+		pids+=($!)
+		nodes+=("$http")
+	done
+	for http in "${nodes[@]}"; do
+		for _ in $(seq 200); do
+			curl -sf "127.0.0.1:$http/readyz" >/dev/null 2>&1 && break
+			sleep 0.05
+		done
+	done
+}
+
+echo "# redis-server $(redis-server --version | grep -o 'v=[^ ]*'), port $PORT; two nodes of $CONCURRENCY callers each, $DURATION per run, $ROUNDS rounds"
+echo "round,load,variant,rps_node0,rps_node1,decisions,errors,cpu_us_per_decision,calls_per_decision"
+results="$work/results.csv"
+for round in $(seq "$ROUNDS"); do
+	for load in $LOADS; do
+		args=(--keys "$KEYS")
+		[[ $load == hot ]] && args+=(--hot 1)
+		for variant in $VARIANTS; do
+			cli FLUSHALL >/dev/null
+			start "$variant"
+			cli CONFIG RESETSTAT >/dev/null
+			c0=$(cpu)
+			benches=()
+			for n in 0 1; do
+				timeout 600 "$work/sluice" bench --target "http://127.0.0.1:${nodes[$n]}" --policy bench \
+					--concurrency "$CONCURRENCY" --duration "$DURATION" "${args[@]}" --json >"$work/bench-$n.json" &
+				benches+=($!)
+			done
+			wait "${benches[@]}"
+			c1=$(cpu)
+			k=$(calls)
+			stop
+			line=$(python3 -c '
+import json, sys
+w = sys.argv[1]
+j = [json.load(open("%s/bench-%d.json" % (w, n))) for n in (0, 1)]
+c0, c1, calls = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+d = sum(x["allowed"] + x["denied"] for x in j)
+e = sum(x["errors"] for x in j)
+for x in j:
+    if x["errors"]:
+        print("lease-nodes.sh: %d errors, first: %s" % (x["errors"], x.get("first_error", "")), file=sys.stderr)
+print("%.0f,%.0f,%d,%d,%.3f,%.4f" % (j[0]["throughput_rps"], j[1]["throughput_rps"], d, e, (c1 - c0) * 1e6 / max(d, 1), calls / max(d, 1)))
+' "$work" "$c0" "$c1" "$k")
+			echo "$round,$load,$variant,$line" | tee -a "$results"
+		done
+	done
+done
+
+echo "# medians over $ROUNDS rounds: load,variant,rps_node0,rps_node1,cpu_us_per_decision,calls_per_decision; then each node's throughput as a share of memory's, and Redis CPU per decision without leases over with"
+python3 - "$results" <<'EOF'
+import csv, statistics, sys
+rows = {}
+for r in csv.reader(open(sys.argv[1])):
+    rows.setdefault((r[1], r[2]), []).append(r)
+med = {}
+for (load, variant), rs in rows.items():
+    m = [statistics.median(float(r[i]) for r in rs) for i in (3, 4, 7, 8)]
+    med[(load, variant)] = m
+    print("%s,%s,%.0f,%.0f,%.3f,%.4f" % (load, variant, *m))
+for load in sorted({l for l, _ in med}):
+    lease, redis, memory = med.get((load, "lease")), med.get((load, "redis")), med.get((load, "memory"))
+    if lease and memory:
+        mem = (memory[0] + memory[1]) / 2
+        print("%s: lease nodes at %.0f%% and %.0f%% of a memory node's throughput" % (load, 100 * lease[0] / mem, 100 * lease[1] / mem))
+    if lease and redis and lease[2] > 0:
+        print("%s: Redis CPU per decision %.1f× lower with leases (%.3f vs %.3f µs)" % (load, redis[2] / lease[2], lease[2], redis[2]))
+EOF
