@@ -72,7 +72,7 @@ IMAGE_CONTEXT = deploy/image/build
 image:
 	@scripts/ensure-buildah.sh
 	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_CONTEXT)/sluice ./cmd/sluice
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X main.version=$(VERSION)' -o $(IMAGE_CONTEXT)/sluice ./cmd/sluice
 	cp /etc/ssl/certs/ca-certificates.crt examples/sluice.yaml $(IMAGE_CONTEXT)/
 	buildah --storage-driver vfs bud --quiet --isolation chroot -f deploy/image/Containerfile -t $(IMAGE) $(IMAGE_CONTEXT)
 
