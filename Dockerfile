@@ -1,6 +1,6 @@
 # The Sluice container image: a static binary on an empty base.
 #
-#   docker build -t sluice .
+#   docker build -t sluice --build-arg VERSION=$(git describe --tags --always) .
 #   docker run --rm -p 8080:8080 -p 8081:8081 sluice
 #
 # The final stage is the same as deploy/image/Containerfile, which `make image`
