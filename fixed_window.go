@@ -5,7 +5,7 @@ package sluice
 // count + n ≤ L; when denied, the same request passes as soon as the next window
 // opens. At most L pass per window, but 2L can pass within one period that
 // straddles a boundary.
-func fixedWindow(p *Policy, s State, now, n int64) (State, Result) {
+func fixedWindow(p *Policy, s *State, now, n int64) Result {
 	period, limit := p.periodMicros(), p.Limit
 	if now < s.Time {
 		now = s.Time // time ran backwards: no time has passed
@@ -24,11 +24,12 @@ func fixedWindow(p *Policy, s State, now, n int64) (State, Result) {
 	}
 	res.Remaining = max(0, limit-count) // count exceeds a limit lowered since
 	if count == 0 {
-		return State{}, res
+		*s = State{}
+		return res
 	}
 	res.ResetAfter = micros(start + period - now)
-	if res.Allowed && n > 0 {
-		return State{Time: now, Count: count}, res
+	if res.Allowed && n > 0 { // a peek or a denial changes nothing
+		*s = State{Time: now, Count: count}
 	}
-	return s, res // a peek or a denial changes nothing
+	return res
 }

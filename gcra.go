@@ -10,17 +10,17 @@ package sluice
 // State.Count is the tolerance B·T of the policy that made the last admission
 // (0 for a state written before it was kept: then the current policy's). It only
 // tells a clock that ran backwards from a policy that shrank: see gcraNow.
-func gcra(p *Policy, s State, now, n int64) (State, Result) {
-	st, res, _ := gcraDecide(p, s, now, n)
-	return st, res
+func gcra(p *Policy, s *State, now, n int64) Result {
+	res, _ := gcraDecide(p, s, now, n)
+	return res
 }
 
 // gcraDecide also returns the admitted request's departure wait, max(TAT, now) −
 // now, which the leaky bucket reports as Delay.
-func gcraDecide(p *Policy, s State, now, n int64) (State, Result, int64) {
+func gcraDecide(p *Policy, s *State, now, n int64) (Result, int64) {
 	interval := p.emissionInterval()
 	tolerance := p.capacity() * interval
-	now = gcraNow(p, s, now)
+	now = gcraNow(s, now, tolerance)
 	tat := max(s.Time, now)
 	wait := tat - now
 	res := Result{Limit: p.Limit}
@@ -32,10 +32,14 @@ func gcraDecide(p *Policy, s State, now, n int64) (State, Result, int64) {
 	}
 	res.Remaining = max(0, tolerance-(tat-now)) / interval
 	if tat <= now {
-		return State{}, res, wait
+		*s = State{}
+		return res, wait
 	}
 	res.ResetAfter = micros(tat - now)
-	return State{Time: tat, Count: tolerance}, res, wait
+	if res.Allowed && n > 0 {
+		*s = State{Time: tat, Count: tolerance}
+	}
+	return res, wait
 }
 
 // gcraNow is the instant a decision on s runs at. An admission at t leaves TAT ≤
@@ -44,10 +48,12 @@ func gcraDecide(p *Policy, s State, now, n int64) (State, Result, int64) {
 // state allows, as if no time had passed. The kept tolerance, not the current
 // policy's, makes a bucket that shrank since look as empty as it is instead of
 // moving now forward.
-func gcraNow(p *Policy, s State, now int64) int64 {
-	tolerance := s.Count
-	if tolerance == 0 {
-		tolerance = p.capacity() * p.emissionInterval()
+//
+// tolerance is the current policy's B·T, taken by the caller, which has
+// divided for T already.
+func gcraNow(s *State, now, tolerance int64) int64 {
+	if s.Count != 0 {
+		tolerance = s.Count
 	}
 	return max(now, s.Time-tolerance)
 }

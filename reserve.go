@@ -74,7 +74,7 @@ func Reserve(p *Policy, s State, now, cost, upTo int64) (State, Reservation) {
 	case TokenBucket:
 		r.Ref1 = next.Time
 	case GCRA:
-		r.Ref1, r.Ref2 = next.Time, gcraNow(p, s, now)
+		r.Ref1, r.Ref2 = next.Time, gcraNow(&s, now, p.capacity()*p.emissionInterval())
 	}
 	return next, r
 }

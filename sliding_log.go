@@ -4,7 +4,7 @@ package sluice
 // oldest first, and State.Count their sum. An entry admitted at ts counts until
 // ts + P. A request is admitted iff sum + n ≤ L, so at most L pass in every span
 // (t−P, t] — exactly, at the price of one entry per admitted request.
-func slidingLog(p *Policy, s State, now, n int64) (State, Result) {
+func slidingLog(p *Policy, s *State, now, n int64) Result {
 	period, limit := p.periodMicros(), p.Limit
 	log, sum := s.Log, s.Count
 	if last, ok := log.newest(); ok && now < last.Time {
@@ -41,10 +41,14 @@ func slidingLog(p *Policy, s State, now, n int64) (State, Result) {
 	res.Remaining = max(0, limit-sum) // sum exceeds a limit lowered since
 	newest, ok := log.newest()
 	if !ok {
-		return State{}, res
+		*s = State{}
+		return res
 	}
 	res.ResetAfter = micros(newest.Time + period - now)
-	return State{Log: log, Count: sum}, res
+	if res.Allowed && n > 0 { // a peek or a denial keeps the untrimmed log
+		*s = State{Log: log, Count: sum}
+	}
+	return res
 }
 
 // LogEntry is one admitted request of a sliding log.

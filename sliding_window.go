@@ -7,7 +7,7 @@ package sluice
 // inside the sliding period (now−P, now] is prev·(P−e)/P, e = now − start.
 // A request is admitted iff prev·(P−e)/P + cur + n ≤ L, compared exactly as
 // prev·(P−e) + (cur+n)·P ≤ L·P (Policy.Validate keeps L·P at most 2^53).
-func slidingWindow(p *Policy, s State, now, n int64) (State, Result) {
+func slidingWindow(p *Policy, s *State, now, n int64) Result {
 	period, limit := p.periodMicros(), p.Limit
 	if now < s.Time {
 		now = s.Time // time ran backwards: no time has passed
@@ -36,12 +36,13 @@ func slidingWindow(p *Policy, s State, now, n int64) (State, Result) {
 	case prev > 0:
 		res.ResetAfter = micros(start + period - now)
 	default:
-		return State{}, res
+		*s = State{}
+		return res
 	}
-	if res.Allowed && n > 0 {
-		return State{Time: now, Count: cur, Prev: prev}, res
+	if res.Allowed && n > 0 { // a peek or a denial changes nothing
+		*s = State{Time: now, Count: cur, Prev: prev}
 	}
-	return s, res // a peek or a denial changes nothing
+	return res
 }
 
 // slidingWindowRetry solves for the first instant the request is admitted: the

@@ -25,28 +25,34 @@ type State struct {
 // buffer, but only appends beyond s's entries, so s stays intact until the caller
 // replaces it — which lets a store try a batch and drop it.
 func Decide(p *Policy, s State, now, cost int64) (State, Result) {
-	var next State
-	var res Result
+	res := DecideInPlace(p, &s, now, cost)
+	return s, res
+}
+
+// DecideInPlace is Decide updating *s to the new state instead of returning
+// it: a store that holds the state in a variable it may overwrite saves
+// copying the state and the result through the calls. The rules are Decide's:
+// *s changes only on an admission of cost > 0, or to the zero State when it has
+// aged back to initial (ResetAfter 0); a peek or a denial leaves it exactly as
+// it was (not a trimmed log or a moved refill time), so every store holds the
+// same state afterwards.
+func DecideInPlace(p *Policy, s *State, now, cost int64) Result {
+	// Each algorithm applies those rules itself, writing *s at most once at
+	// its end: building a whole next State to throw away on a denial is what
+	// this avoids.
 	switch p.Algorithm {
 	case FixedWindow:
-		next, res = fixedWindow(p, s, now, cost)
+		return fixedWindow(p, s, now, cost)
 	case SlidingLog:
-		next, res = slidingLog(p, s, now, cost)
+		return slidingLog(p, s, now, cost)
 	case SlidingWindow:
-		next, res = slidingWindow(p, s, now, cost)
+		return slidingWindow(p, s, now, cost)
 	case TokenBucket:
-		next, res = tokenBucket(p, s, now, cost)
+		return tokenBucket(p, s, now, cost)
 	case LeakyBucket:
-		next, res = leakyBucket(p, s, now, cost)
-	default:
-		next, res = gcra(p, s, now, cost)
+		return leakyBucket(p, s, now, cost)
 	}
-	if (!res.Allowed || cost == 0) && res.ResetAfter != 0 {
-		// Nothing was admitted: keep s exactly (not a trimmed log or a moved
-		// refill time), so every store holds the same state afterwards.
-		return s, res
-	}
-	return next, res
+	return gcra(p, s, now, cost)
 }
 
 // micros converts microseconds to a Duration.

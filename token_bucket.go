@@ -6,7 +6,7 @@ package sluice
 // units is admitted iff the bucket holds n tokens after refilling. After the
 // policy's bucket shrank, the missing credit may exceed B·T: the bucket holds
 // less than nothing until enough has refilled.
-func tokenBucket(p *Policy, s State, now, n int64) (State, Result) {
+func tokenBucket(p *Policy, s *State, now, n int64) Result {
 	interval := p.emissionInterval()
 	full := p.capacity() * interval
 	missing, last := s.Count, s.Time
@@ -23,8 +23,12 @@ func tokenBucket(p *Policy, s State, now, n int64) (State, Result) {
 	}
 	res.Remaining = max(0, full-missing) / interval // missing exceeds a bucket shrunk since
 	if missing == 0 {
-		return State{}, res
+		*s = State{}
+		return res
 	}
 	res.ResetAfter = micros(missing)
-	return State{Time: last, Count: missing}, res
+	if res.Allowed && n > 0 { // a peek or a denial keeps the refill time
+		*s = State{Time: last, Count: missing}
+	}
+	return res
 }

@@ -80,9 +80,9 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 				it.shard.remove(int(j))
 			}
 		case found:
-			it.shard.update(j, r.Policy, it.next, results[i], now, it.logCap)
+			it.shard.update(j, r.Policy, &it.next, &results[i], now, it.logCap)
 		default:
-			it.shard.insert(it.hash, it.id, it.u, r.Policy, it.next, results[i], now, it.logCap)
+			it.shard.insert(it.hash, it.id, it.u, r.Policy, &it.next, &results[i], now, it.logCap)
 		}
 	}
 	return nil
@@ -117,7 +117,7 @@ func (s *Store) makeBatchRoom(reqs []sluice.Request, b []batchItem, results []sl
 		if results[i].ResetAfter == 0 {
 			continue
 		}
-		it.logCap = nextLogCap(it.oldCap, it.old.Log.Len(), it.next, r.Cost > 0)
+		it.logCap = nextLogCap(it.oldCap, it.old.Log.Len(), &it.next, r.Cost > 0)
 		it.needBytes = entryBytes(len(it.id.key), it.logCap)
 		if j, ok := it.shard.find(it.hash, it.id); ok {
 			e := &it.shard.entries[j]

@@ -93,7 +93,7 @@ func (s *Store) overShare(u *usage) bool {
 // enough has drained (their missing credit falls linearly by one unit per
 // emission interval, reaching 0 at expires); for the windows and the log, at
 // their reset.
-func safeAt(p *sluice.Policy, res sluice.Result, now, expires int64) int64 {
+func safeAt(p *sluice.Policy, res *sluice.Result, now, expires int64) int64 {
 	capacity := p.Capacity()
 	slack := capacity / safeSlackDivisor
 	if capacity-max(res.Remaining, 0) <= slack {

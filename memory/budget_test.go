@@ -76,7 +76,7 @@ func TestSafeAt(t *testing.T) {
 		{"small limit, none used", small, 0, now + 60e6, now},
 	} {
 		res := sluice.Result{Remaining: c.p.Capacity() - c.used}
-		if got := safeAt(c.p, res, now, c.expires); got != c.want {
+		if got := safeAt(c.p, &res, now, c.expires); got != c.want {
 			t.Errorf("%s: safeAt %d, want %d", c.name, got-now, c.want-now)
 		}
 	}

@@ -123,18 +123,49 @@ func monotonicMicros() func() int64 {
 
 // Decide implements sluice.Store.
 func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
-	res, _ := s.apply(req.Policy, req.Key, req.Cost > 0, func(st sluice.State, now int64) (sluice.State, sluice.Result) {
-		return sluice.Decide(req.Policy, st, now, req.Cost)
-	})
+	res, _ := s.apply(req.Policy, req.Key, req.Cost > 0, &op{kind: opDecide, req: req})
 	return res, nil
 }
 
-// apply replaces the state of (p, key) with what f makes of it at the
-// store's now, under the shard lock, and stores it within the bounds. consumes
+// op is what apply does to a state at now: a decision, a reservation or a
+// release. A concrete type rather than a func value lets the compiler see
+// that the state apply hands it stays on apply's stack.
+type op struct {
+	kind   opKind
+	req    sluice.Request
+	upTo   int64              // opReserve: the most units to admit
+	r      sluice.Reservation // opReserve: the reservation made; opRelease: the one to give back
+	unused int64              // opRelease: the units to give back
+}
+
+type opKind uint8
+
+const (
+	opDecide opKind = iota
+	opReserve
+	opRelease
+)
+
+// run changes *st in place and returns the Result the entry's expiry follows.
+// apply makes decisions, the common case, itself: one call fewer per decision
+// is about 7% of a hot key's CPU.
+func (o *op) run(st *sluice.State, now int64) sluice.Result {
+	if o.kind == opReserve {
+		*st, o.r = sluice.Reserve(o.req.Policy, *st, now, o.req.Cost, o.upTo)
+		return o.r.Result
+	}
+	*st = sluice.Refund(o.req.Policy, *st, now, o.r, o.unused) // opRelease
+	return sluice.DecideInPlace(o.req.Policy, st, now, 0)      // for the new expiry
+}
+
+// apply replaces the state of (p, key) with what o makes of it at the
+// store's now, under the shard lock, and stores it within the bounds. The op
+// changes a copy of the state in place (cheaper than passing states by
+// value), so a refusal keeps the stored one. consumes
 // says whether an allowed result consumed units (a log's buffer may grow).
 // When the bounds leave no room it stores nothing and returns the denial
 // instead, with applied false.
-func (s *Store) apply(p *sluice.Policy, key string, consumes bool, f func(sluice.State, int64) (sluice.State, sluice.Result)) (res sluice.Result, applied bool) {
+func (s *Store) apply(p *sluice.Policy, key string, consumes bool, o *op) (res sluice.Result, applied bool) {
 	now := s.now()
 	id := idOf(p, key)
 	h := s.hash(id)
@@ -142,19 +173,24 @@ func (s *Store) apply(p *sluice.Policy, key string, consumes bool, f func(sluice
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	i, found := sh.find(h, id)
-	var st sluice.State
+	var next sluice.State
 	var logCap int32
 	if found {
-		st, logCap = sh.entries[i].state, sh.entries[i].logCap
+		next, logCap = sh.entries[i].state, sh.entries[i].logCap
 	}
-	next, res := f(st, now)
+	oldLen := next.Log.Len()
+	if o.kind == opDecide {
+		res = sluice.DecideInPlace(p, &next, now, o.req.Cost)
+	} else {
+		res = o.run(&next, now)
+	}
 	switch {
 	case res.ResetAfter == 0: // back to initial: nothing to keep
 		if found {
 			sh.remove(int(i))
 		}
 	case found:
-		logCap = nextLogCap(logCap, st.Log.Len(), next, res.Allowed && consumes)
+		logCap = nextLogCap(logCap, oldLen, &next, res.Allowed && consumes)
 		if grown := int64(logCap-sh.entries[i].logCap) * logEntryBytes; grown > 0 {
 			sh.entries[i].pinned = true
 			ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
@@ -164,15 +200,15 @@ func (s *Store) apply(p *sluice.Policy, key string, consumes bool, f func(sluice
 				return s.refusal(p, wait), false
 			}
 		}
-		sh.update(i, p, next, res, now, logCap)
+		sh.update(i, p, &next, &res, now, logCap)
 	default:
-		logCap = nextLogCap(0, 0, next, res.Allowed && consumes)
+		logCap = nextLogCap(0, 0, &next, res.Allowed && consumes)
 		sh.sweep(now, sweepPerInsert)
 		u := s.budgets.usage(p.Name)
 		if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {
 			return s.refusal(p, wait), false
 		}
-		sh.insert(h, id, u, p, next, res, now, logCap)
+		sh.insert(h, id, u, p, &next, &res, now, logCap)
 	}
 	return res, true
 }

@@ -15,16 +15,12 @@ func (s *Store) Reserve(_ context.Context, req sluice.Request, upTo int64) (slui
 	if !sluice.Reservable(req.Policy.Algorithm) {
 		return sluice.Reservation{}, fmt.Errorf("memory: Reserve %s: %w", req.Policy.Algorithm, sluice.ErrNotReservable)
 	}
-	var r sluice.Reservation
-	res, applied := s.apply(req.Policy, req.Key, true, func(st sluice.State, now int64) (sluice.State, sluice.Result) {
-		var next sluice.State
-		next, r = sluice.Reserve(req.Policy, st, now, req.Cost, upTo)
-		return next, r.Result
-	})
+	o := op{kind: opReserve, req: req, upTo: upTo}
+	res, applied := s.apply(req.Policy, req.Key, true, &o)
 	if !applied { // no room for the key: nothing reserved
 		return sluice.Reservation{Result: res}, nil
 	}
-	return r, nil
+	return o.r, nil
 }
 
 // Release implements sluice.Reserver.
@@ -32,10 +28,6 @@ func (s *Store) Release(_ context.Context, req sluice.Request, r sluice.Reservat
 	if !sluice.Reservable(req.Policy.Algorithm) {
 		return fmt.Errorf("memory: Release %s: %w", req.Policy.Algorithm, sluice.ErrNotReservable)
 	}
-	s.apply(req.Policy, req.Key, false, func(st sluice.State, now int64) (sluice.State, sluice.Result) {
-		next := sluice.Refund(req.Policy, st, now, r, unused)
-		_, peek := sluice.Decide(req.Policy, next, now, 0) // for the new expiry
-		return next, peek
-	})
+	s.apply(req.Policy, req.Key, false, &op{kind: opRelease, req: req, r: r, unused: unused})
 	return nil
 }

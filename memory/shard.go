@@ -76,7 +76,7 @@ func (sh *shard) setIndex(e *entry, i int32) {
 }
 
 // update replaces the state of entry i with what a decision under p produced.
-func (sh *shard) update(i int32, p *sluice.Policy, st sluice.State, res sluice.Result, now int64, logCap int32) {
+func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap int32) {
 	e := &sh.entries[i]
 	expires := now + res.ResetAfter.Microseconds()
 	// After a clock step backwards ResetAfter counts from the instant the
@@ -87,17 +87,17 @@ func (sh *shard) update(i int32, p *sluice.Policy, st sluice.State, res sluice.R
 		sh.bytes += bytes
 		e.usage.bytes.Add(bytes) // shared by every shard: not on every decision
 	}
-	e.expires, e.safeAt, e.state, e.logCap = expires, safeAt(p, res, now, expires), st, logCap
+	e.expires, e.safeAt, e.state, e.logCap = expires, safeAt(p, res, now, expires), *st, logCap
 }
 
 // insert adds a new entry for what a decision under p produced; the caller has
 // made room.
-func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st sluice.State, res sluice.Result, now int64, logCap int32) {
+func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap int32) {
 	// A clone keeps a stored key from pinning the caller's buffer (a request
 	// header, say) for as long as the key lives.
 	id.key = strings.Clone(id.key)
 	expires := now + res.ResetAfter.Microseconds()
-	e := entry{id: id, hash: h, usage: u, expires: expires, safeAt: safeAt(p, res, now, expires), state: st, logCap: logCap}
+	e := entry{id: id, hash: h, usage: u, expires: expires, safeAt: safeAt(p, res, now, expires), state: *st, logCap: logCap}
 	if _, taken := sh.index[h]; taken {
 		e.spilled = true
 		if sh.spill == nil {
@@ -186,7 +186,7 @@ func (sh *shard) remove(i int) {
 // from a log of capacity c holding oldLen entries and left next: sluice.Log
 // doubles its buffer (to at least 4) when an admission finds it full, and
 // never shrinks it. (TestLogCapTracksBuffer checks this against the buffer.)
-func nextLogCap(c int32, oldLen int, next sluice.State, admitted bool) int32 {
+func nextLogCap(c int32, oldLen int, next *sluice.State, admitted bool) int32 {
 	switch {
 	case next.Log.Len() == 0:
 		return 0

@@ -25,7 +25,7 @@ func TestShardHashCollisions(t *testing.T) {
 			if i >= 3 {
 				hash = uint64(100 + i) // bystanders with their own hashes
 			}
-			sh.insert(hash, ids[i], u, p, sluice.State{Time: int64(i + 1)}, res, 0, 0)
+			sh.insert(hash, ids[i], u, p, &sluice.State{Time: int64(i + 1)}, &res, 0, 0)
 		}
 		find := func(i int) (sluice.State, bool) {
 			hash := uint64(h)

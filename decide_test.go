@@ -1,0 +1,55 @@
+package sluice_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// DecideInPlace keeps Decide's rules for the state it overwrites: a denial or
+// a peek leaves it exactly as it was (a sliding log untrimmed, a refill time
+// unmoved), an admission writes what Decide returns, and a state aged back to
+// initial becomes the zero State.
+func TestDecideInPlaceKeepsDecideRules(t *testing.T) {
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	for _, a := range sluice.Algorithms {
+		t.Run(string(a), func(t *testing.T) {
+			p := &sluice.Policy{Name: "p", Algorithm: a, Limit: 4, Period: time.Second}
+			var st sluice.State
+			now := start
+			for i := range 4 { // admissions, 100ms apart: the oldest log entries age first
+				want, wantRes := sluice.Decide(p, st, now, 1)
+				res := sluice.DecideInPlace(p, &st, now, 1)
+				if res != wantRes || !reflect.DeepEqual(st, want) {
+					t.Fatalf("admission %d: in place %+v %+v, Decide %+v %+v", i, res, st, wantRes, want)
+				}
+				now += 100_000
+			}
+			// Just after the admissions, and once some of the period has
+			// passed (the log trims its oldest entry, a window has turned): a
+			// denial and a peek must leave the state exactly as it was.
+			for _, at := range []int64{350_000, 1_050_000} {
+				for _, cost := range []int64{4, 0} {
+					got := st
+					res := sluice.DecideInPlace(p, &got, start+at, cost)
+					want, wantRes := sluice.Decide(p, st, start+at, cost)
+					if res != wantRes || !reflect.DeepEqual(got, want) {
+						t.Fatalf("cost %d at +%dµs: in place %+v %+v, Decide %+v %+v", cost, at, res, got, wantRes, want)
+					}
+					if (!res.Allowed || cost == 0) && res.ResetAfter != 0 && !reflect.DeepEqual(got, st) {
+						t.Fatalf("cost %d at +%dµs (allowed %v) changed the state: %+v, was %+v", cost, at, res.Allowed, got, st)
+					}
+					if at == 350_000 && cost > 0 && res.Allowed {
+						t.Fatalf("cost %d at +%dµs admitted right after the limit was spent: %+v", cost, at, res)
+					}
+				}
+			}
+			// Long after: back to initial, even for a peek.
+			if res := sluice.DecideInPlace(p, &st, start+time.Hour.Microseconds(), 0); res.ResetAfter != 0 || !reflect.DeepEqual(st, sluice.State{}) {
+				t.Fatalf("an hour later: %+v, state %+v, want the zero State", res, st)
+			}
+		})
+	}
+}
