@@ -76,21 +76,33 @@ const reloadDebounce = 100 * time.Millisecond
 // changes, and a swapped link (envoyproxy/ratelimit's RUNTIME_ROOT is one)
 // moves the watch to the new target. An event that leaves the files'
 // contents as they were causes no reload.
-func (s *Service) Watch(ctx context.Context, paths []string, load func() (*config.Config, error)) error {
-	return s.watch(ctx, paths, load, nil)
+//
+// since is the files' Fingerprint taken before the configuration in force
+// was loaded from them: a change made after that, before the watches are in
+// place, is reloaded too. nil takes the fingerprint when Watch starts.
+func (s *Service) Watch(ctx context.Context, paths []string, since []byte, load func() (*config.Config, error)) error {
+	return s.watch(ctx, paths, since, load, nil)
 }
+
+// Fingerprint is a digest of the configuration files paths stand for, their
+// names and contents, for Watch.
+func Fingerprint(paths []string) []byte { return fingerprint(paths) }
 
 // watch is Watch; ready, when not nil, is called once the first directories
 // are watched, so that tests change files only after that.
-func (s *Service) watch(ctx context.Context, paths []string, load func() (*config.Config, error), ready func()) error {
+func (s *Service) watch(ctx context.Context, paths []string, since []byte, load func() (*config.Config, error), ready func()) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	// The fingerprint is taken before the watches are placed, and compared
-	// again after: a change made in between has no event of its own.
-	last := fingerprint(paths)
+	// The fingerprint is taken before the watches are placed (or before the
+	// configuration was loaded), and compared again after: a change made in
+	// between has no event of its own.
+	last := since
+	if last == nil {
+		last = fingerprint(paths)
+	}
 	if err := s.updateWatches(w, paths, true); err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func watchReady(t *testing.T, s *Service, paths []string, load func() (*config.C
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- s.watch(ctx, paths, load, func() { close(ready) }) }()
+	go func() { done <- s.watch(ctx, paths, nil, load, func() { close(ready) }) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -149,4 +149,26 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 	within(t, "the recreated directory is in force", func() bool { return limitOf(s, "p") == 4 })
 	write(t, filepath.Join(dir, "a.yaml"), policyFile(5))
 	within(t, "an edit in the recreated directory is in force", func() bool { return limitOf(s, "p") == 5 })
+}
+
+// TestWatchSeesAChangeBeforeItStarts: a file changed after the configuration
+// in force was loaded but before Watch has placed its watches has no event of
+// its own; with the fingerprint taken before the load, Watch reloads it.
+func TestWatchSeesAChangeBeforeItStarts(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sluice.yaml")
+	write(t, path, policyFile(3))
+	since := Fingerprint([]string{path})
+	s, load := newTestService(t, path)
+	write(t, path, policyFile(7)) // while the server is still starting
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx, []string{path}, since, load) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
+	within(t, "the change made before Watch started is in force", func() bool { return limitOf(s, "p") == 7 })
 }

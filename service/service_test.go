@@ -99,7 +99,7 @@ func watch(t *testing.T, s *Service, paths []string, load func() (*config.Config
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	watching := make(chan struct{})
-	go func() { done <- s.watch(ctx, paths, load, func() { close(watching) }) }()
+	go func() { done <- s.watch(ctx, paths, nil, load, func() { close(watching) }) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

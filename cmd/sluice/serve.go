@@ -189,6 +189,9 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		}
 		return cfg, err
 	}
+	// Taken before the load, so the watch reloads a file changed while the
+	// server starts.
+	since := service.Fingerprint(paths)
 	cfg, err := load()
 	if err != nil {
 		return nil, err
@@ -281,7 +284,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	if len(paths) > 0 {
 		wg.Go(func() {
-			if err := svc.Watch(watchCtx, paths, load); err != nil {
+			if err := svc.Watch(watchCtx, paths, since, load); err != nil {
 				log.Warn("not watching the configuration files; reload with SIGHUP", "error", err)
 			}
 		})
