@@ -12,8 +12,8 @@ import (
 // Decides on it queue up, and the next call decides the whole queue in
 // arrival order at once (seq.lua), each request getting what it would have
 // got alone in that order. A hot key then costs Redis one call per group, not
-// per decision. Each call is made by the first request of its group, which
-// then hands the queue behind it to that queue's first request: no request
+// per decision. The first request makes its own call; when a call ends, the
+// queue behind it is decided by the next, one goroutine per group: no request
 // waits for more than the call before it and its own.
 
 // maxGroup bounds the requests one call decides.
@@ -35,8 +35,7 @@ type flights struct {
 type waiter struct {
 	ctx  context.Context
 	req  sluice.Request
-	lead chan []*waiter // receives the group this waiter must run (it is first)
-	done chan struct{}  // closed when res and err are set
+	done chan struct{} // closed when res and err are set
 	res  sluice.Result
 	err  error
 }
@@ -57,20 +56,9 @@ func (s *Store) decideCoalesced(ctx context.Context, req sluice.Request) (sluice
 		s.handOff(fk)
 		return r, err
 	}
-	w := &waiter{ctx: ctx, req: req, lead: make(chan []*waiter, 1), done: make(chan struct{})}
+	w := &waiter{ctx: ctx, req: req, done: make(chan struct{})}
 	s.fl.m[fk] = append(queue, w)
 	s.fl.mu.Unlock()
-	// The group this waiter leads runs on its own goroutine, so that every
-	// waiter, leader or not, returns when its own context ends; and the
-	// lead is taken even after that, so the queue behind never stalls.
-	go func() {
-		select {
-		case group := <-w.lead:
-			s.runGroup(group)
-			s.handOff(fk)
-		case <-w.done:
-		}
-	}()
 	select {
 	case <-w.done:
 		return w.res, w.err
@@ -81,8 +69,10 @@ func (s *Store) decideCoalesced(ctx context.Context, req sluice.Request) (sluice
 	}
 }
 
-// handOff ends a call on fk: the queue behind it, up to maxGroup, goes to its
-// first waiter to run; with no queue, fk has no call in flight any more.
+// handOff ends a call on fk: the queue behind it, up to maxGroup, is decided
+// by the next call, on a goroutine of its own so that every waiter returns
+// when its own context ends; with no queue, fk has no call in flight any
+// more.
 func (s *Store) handOff(fk flightKey) {
 	s.fl.mu.Lock()
 	defer s.fl.mu.Unlock()
@@ -94,7 +84,10 @@ func (s *Store) handOff(fk flightKey) {
 	n := min(len(queue), maxGroup)
 	group := queue[:n:n]
 	s.fl.m[fk] = queue[n:]
-	group[0].lead <- group
+	go func() {
+		s.runGroup(group)
+		s.handOff(fk)
+	}()
 }
 
 // runGroup decides a group in one call and sets every waiter's result. The
