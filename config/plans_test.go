@@ -154,3 +154,37 @@ func TestPlansEnvoyInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanHeader: a route limit's plan_header is read in canonical form,
+// wins over the policy's from.header, and needs a policy with plans.
+func TestPlanHeader(t *testing.T) {
+	const policies = `policies:
+  - {name: api, algorithm: fixed_window, limit: 1, period: 1m, plans: {from: {header: x-plan}, limits: {pro: {limit: 5}}}}
+  - {name: flat, algorithm: fixed_window, limit: 1, period: 1m}
+proxy:
+  routes:
+`
+	cfg, err := Parse("t.yaml", []byte(policies+"    - limits: [{policy: api, key: ip}]\n    - limits: [{policy: api, key: ip, plan_header: x-tier}, {policy: flat, key: ip}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, flat := cfg.Policy("api"), cfg.Policy("flat")
+	r0, r1 := cfg.Proxy.Routes[0].Limits[0], cfg.Proxy.Routes[1].Limits
+	if h := r0.PlanHeaderOf(api); h != "X-Plan" {
+		t.Errorf("the policy's header: %q", h)
+	}
+	if h := r1[0].PlanHeaderOf(api); h != "X-Tier" {
+		t.Errorf("the route's header: %q", h)
+	}
+	if h := r1[1].PlanHeaderOf(flat); h != "" {
+		t.Errorf("no plans: %q", h)
+	}
+	for route, want := range map[string]string{
+		"    - limits: [{policy: flat, key: ip, plan_header: X-Plan}]\n":  `proxy.routes[0].limits[0].plan_header: policy "flat" has no plans`,
+		"    - limits: [{policy: api, key: ip, plan_header: 'x plan'}]\n": "not a valid header name",
+	} {
+		if _, err := Parse("t.yaml", []byte(policies+route)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", route, err, want)
+		}
+	}
+}
