@@ -167,20 +167,28 @@ func (p *fileParser) planSource(n *yaml.Node, path string, envoy bool) (PlanSour
 	} else if f.has("descriptor_key") {
 		ok = false
 	}
-	if v, set := p.str(f, "header"); set {
-		if !validHeaderName(v) {
-			p.errorf(f.get("header"), join(path, "header"), "not a valid header name: %q", v)
-			ok = false
-		}
-		src.Header = http.CanonicalHeaderKey(v)
-	} else if f.has("header") {
-		ok = false
-	}
+	var fine bool
+	src.Header, fine = p.headerName(f, "header")
+	ok = ok && fine
 	if ok && src == (PlanSource{}) {
 		p.errorf(n, path, "names no source: set descriptor_key or header, or leave from: out")
 		ok = false
 	}
 	return src, ok
+}
+
+// headerName reads an optional header name, in canonical form; false when
+// it is written but unusable.
+func (p *fileParser) headerName(f *fields, key string) (string, bool) {
+	v, set := p.str(f, key)
+	if !set {
+		return "", !f.has(key)
+	}
+	if !validHeaderName(v) {
+		p.errorf(f.get(key), join(f.path, key), "not a valid header name: %q", v)
+		return "", false
+	}
+	return http.CanonicalHeaderKey(v), true
 }
 
 // validPlanName reports what makes s unfit as a plan name, or "".

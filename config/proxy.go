@@ -306,15 +306,7 @@ func (p *fileParser) routeLimit(n *yaml.Node, path string, sec *proxySection) *R
 	}
 	l := &RouteLimit{Line: f.node.Line}
 	valid := true
-	if h, set := p.str(f, "plan_header"); set {
-		if !validHeaderName(h) {
-			p.errorf(f.get("plan_header"), join(path, "plan_header"), "not a valid header name: %q", h)
-			valid = false
-		}
-		l.PlanHeader = http.CanonicalHeaderKey(h)
-	} else if f.has("plan_header") {
-		valid = false
-	}
+	l.PlanHeader, valid = p.headerName(f, "plan_header")
 	if name, set := p.str(f, "policy"); !p.need(f, "policy", "the name of a policy in policies:") || !set {
 		valid = false
 	} else {
