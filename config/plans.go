@@ -41,6 +41,15 @@ type PlanLimit struct {
 	Burst  int64
 }
 
+// PlanHeaderOf returns the header the proxy reads the plan of l's requests
+// from, given its policy: the limit's own, else the policy's; "" for none.
+func (l *RouteLimit) PlanHeaderOf(p *Policy) string {
+	if l.PlanHeader != "" || p == nil || p.Plans == nil {
+		return l.PlanHeader
+	}
+	return p.Plans.From.Header
+}
+
 // maxPlans caps the plans of one policy.
 const maxPlans = 64
 

@@ -70,15 +70,6 @@ type RouteLimit struct {
 	Line int
 }
 
-// PlanHeaderOf returns the header the proxy reads the plan of l's requests
-// from, given its policy: the limit's own, else the policy's; "" for none.
-func (l *RouteLimit) PlanHeaderOf(p *Policy) string {
-	if l.PlanHeader != "" || p == nil || p.Plans == nil {
-		return l.PlanHeader
-	}
-	return p.Plans.From.Header
-}
-
 // KeySpec is a parsed key such as "ip", "global", "header:X-API-Key" or a
 // combination "ip+header:X-User": each part must be present for the
 // request to have a key, and the parts together name its bucket.
