@@ -7,7 +7,8 @@
 //	PUT, GET, DELETE /v1/admin/overrides/{policy}
 //	                        limits set at runtime per key or key prefix (admin)
 //	GET  /healthz           the process is up
-//	GET  /readyz            the store answers and the server is not draining
+//	GET  /readyz            the store answers, and the server is not starting
+//	                        (WithStarting) or draining
 //	GET  /metrics           Prometheus metrics
 //
 // A check answers 200 when allowed and 429 when denied, both with a JSON body
@@ -58,12 +59,18 @@ func WithMaxChecks(n int) Option { return func(a *api) { a.maxChecks = n } }
 // down and load balancers should move traffic away while it still answers.
 func WithDraining(draining func() bool) Option { return func(a *api) { a.draining = draining } }
 
+// WithStarting makes /readyz answer 503 {"status":"starting","waiting_for":…}
+// while waitingFor names something start-up still waits for (serve: the
+// first configuration from its xDS server), whatever the store's health.
+func WithStarting(waitingFor func() string) Option { return func(a *api) { a.waitingFor = waitingFor } }
+
 type api struct {
 	svc        *service.Service
 	adminToken string
 	maxBody    int64
 	maxChecks  int
 	draining   func() bool
+	waitingFor func() string
 }
 
 // New returns the API's handler over svc.
@@ -168,6 +175,12 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	if a.draining != nil && a.draining() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 		return
+	}
+	if a.waitingFor != nil {
+		if what := a.waitingFor(); what != "" {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting", "waiting_for": what})
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()

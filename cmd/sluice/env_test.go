@@ -58,6 +58,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_XDS_CERT_FILE":            "/pki/client.pem",
 		"SLUICE_XDS_KEY_FILE":             "/pki/client.key",
 		"SLUICE_XDS_SERVER_NAME":          "xds.internal",
+		"SLUICE_XDS_WAIT":                 "9s",
 	}
 	want := serveOptions{
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
@@ -71,7 +72,8 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 			httpRead: 21 * time.Second, httpIdle: 22 * time.Second, httpMaxHeaderBytes: 23,
 		},
 		xds: xdsOptions{server: "xds.example:18000", nodeID: "edge-1", metadata: "zone=a,tier=gold", tls: true,
-			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal"},
+			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal",
+			wait: 9 * time.Second},
 	}
 	var o serveOptions
 	checkEnvFlags(t, newServeFlags(&o, io.Discard), env, &o, &want, "service.md")

@@ -251,7 +251,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	}
 	s := &server{drainer: newDrainer(log), svc: svc, httpAddr: httpLn.Addr(), done: make(chan struct{})}
 	ctx, s.shutdown = context.WithCancel(ctx)
-	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load)}
+	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(o.xds.waitingFor(ctx, xds, log))}
 	if token != "" {
 		apiOpts = append(apiOpts, httpapi.WithAdminToken(token))
 	}
