@@ -26,6 +26,9 @@ func newRueidisRunner(c rueidis.Client) *rueidisRunner {
 // Mode implements Runner.
 func (r *rueidisRunner) Mode(ctx context.Context) (Mode, error) { return r.fn.Mode(ctx, r.load) }
 
+// ModeReason says why Mode is what it is.
+func (r *rueidisRunner) ModeReason() string { return r.fn.Reason() }
+
 // Run sends FCALL in ModeFunctions; otherwise rueidis.Lua, which sends
 // EVALSHA and falls back to EVAL on NOSCRIPT.
 func (r *rueidisRunner) Run(ctx context.Context, s *Script, keys, args []string, reply []int64) error {
@@ -62,7 +65,11 @@ func (r *rueidisRunner) load(ctx context.Context) error {
 			errs[addr] = nil
 			continue
 		}
-		errs[addr] = n.Do(ctx, n.B().FunctionLoad().Replace().FunctionCode(src).Build()).Error()
+		err = n.Do(ctx, n.B().FunctionLoad().Replace().FunctionCode(src).Build()).Error()
+		if _, reply := rueidis.IsRedisErr(err); reply {
+			err = ServerReply(err)
+		}
+		errs[addr] = err
 	}
 	return LoadResult(errs)
 }

@@ -187,6 +187,18 @@ func (r *ShardedRunner) Mode(ctx context.Context) (Mode, error) {
 	return mode, nil
 }
 
+// ModeReason gives each shard's reason, "name: reason; ..."; shards that
+// have not decided yet are left out.
+func (r *ShardedRunner) ModeReason() string {
+	var parts []string
+	for _, s := range r.shards {
+		if why := modeReason(s.Runner); why != "" {
+			parts = append(parts, s.Name+": "+why)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 // hash64 is FNV-1a of s: stable across processes and releases, as placement
 // must be.
 func hash64(s string) uint64 {

@@ -32,7 +32,8 @@ import (
 // connects when it can — and wrapped in a failover.Store applying cfg's fail
 // policy (local unless set), timeout (adaptive unless set) and circuit
 // breaker; with cfg.Lease, in a lease.Store inside that (close gives the
-// unused quota back). Breaker transitions are logged on log (nil:
+// unused quota back). Breaker transitions, and once how the store runs its
+// Lua (functions or scripts, and why), are logged on log (nil:
 // slog.Default()). close releases the store's connections.
 func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close func(), err error) {
 	if log == nil {
@@ -85,7 +86,8 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 			}
 			log.Log(context.Background(), level, "store circuit breaker", "from", from.String(), "to", to.String(), "on_error", mode.String())
 		}))
-	return fs, func() { release(); rs.Close() }, nil
+	stopModeLog := startModeLog(rs, log)
+	return fs, func() { stopModeLog(); release(); rs.Close() }, nil
 }
 
 // CheckStore reports, without connecting, everything OpenStore would refuse
