@@ -20,9 +20,8 @@ type Store struct {
 	nodes    int64
 	clock    sluice.Clock
 	br       breaker
-	storeBr  []*breaker               // {&br}
-	perNode  []*breaker               // WithBreakerPerNode: one per Redis node
-	nodeOf   func(sluice.Request) int // WithBreakerPerNode
+	storeBr  []*breaker   // {&br}
+	perNode  nodeBreakers // WithBreakerPerNode
 	timeouts timeouts
 	failed   atomic.Uint64
 	observer atomic.Pointer[func(Call)]
