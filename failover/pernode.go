@@ -32,7 +32,8 @@ const MaxNodeBreakers = 1024
 // FailedNode() string, as redisstore's NodeError and ShardError have — or,
 // when it names none of them, on all of them. The settings of WithBreaker
 // apply to every node's breaker, and WithStateChange reports each one's
-// transitions. nil keeps one breaker for the store.
+// transitions (WithNodeStateChange with the node's name). nil keeps one
+// breaker for the store.
 func WithBreakerPerNode(nodeOf func(sluice.Request) string) Option {
 	return func(s *Store) { s.perNode.of = nodeOf }
 }
@@ -55,7 +56,12 @@ type nodeBreaker struct {
 }
 
 // initBreakers sets up the breakers once the options are applied.
-func (s *Store) initBreakers() { s.storeBr = []*breaker{&s.br} }
+func (s *Store) initBreakers() {
+	s.storeBr = []*breaker{&s.br}
+	if f := s.onChange; f != nil {
+		s.br.onChange = func(from, to BreakerState) { f("", from, to) }
+	}
+}
 
 // breakersOf returns the breakers a call over reqs passes: the store's one,
 // or each distinct node's. One request costs no allocation.
@@ -128,8 +134,8 @@ func (s *Store) addNode(node string) *nodeBreaker {
 	b.window, b.age, b.rate, b.cooldown, b.probes = s.br.window, s.br.age, s.br.rate, s.br.cooldown, s.br.probes
 	b.onChange = func(from, to BreakerState) {
 		nb.named.Store(s.clock.Now().UnixNano())
-		if s.br.onChange != nil {
-			s.br.onChange(from, to)
+		if s.onChange != nil {
+			s.onChange(node, from, to)
 		}
 	}
 	nb.one[0] = b

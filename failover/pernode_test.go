@@ -52,10 +52,14 @@ func (h halfDown) DecideAll(ctx context.Context, reqs []sluice.Request, results 
 // closed, so a's keys keep being decided by the primary.
 func TestBreakerPerNode(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
+	var changes []string
 	s := failover.New(halfDown{memory.New(memory.WithClock(clock))},
 		failover.WithMode(failover.FailOpen), failover.WithClock(clock),
 		failover.WithBreaker(failover.BreakerSettings{MinCalls: 3}),
-		failover.WithBreakerPerNode(nodeOf))
+		failover.WithBreakerPerNode(nodeOf),
+		failover.WithNodeStateChange(func(node string, from, to failover.BreakerState) {
+			changes = append(changes, node+":"+to.String())
+		}))
 	spread := []sluice.Request{{Policy: policy, Key: "a1", Cost: 1}, {Policy: policy, Key: "b1", Cost: 1}}
 	for i := range 10 {
 		res := make([]sluice.Result, 2)
@@ -69,6 +73,9 @@ func TestBreakerPerNode(t *testing.T) {
 	}
 	if s.State() != failover.BreakerOpen || s.OpenNodes() != 1 {
 		t.Errorf("state %v with %d nodes' breakers not closed; want open, 1", s.State(), s.OpenNodes())
+	}
+	if fmt.Sprint(changes) != "[b:open]" {
+		t.Errorf("transitions %v, want [b:open]", changes)
 	}
 	r, err := s.Decide(ctx, sluice.Request{Policy: policy, Key: "b2", Cost: 1})
 	if err != nil || !r.Degraded {

@@ -78,12 +78,16 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		// one node down sends only its own keys to the fail policy.
 		failover.WithBreakerPerNode(func(r sluice.Request) string { return rs.NodeOf(r.Policy, r.Key) }),
 		failover.WithLocal(memory.New(memoryOptions(cfg)...)),
-		failover.WithStateChange(func(from, to failover.BreakerState) {
+		failover.WithNodeStateChange(func(node string, from, to failover.BreakerState) {
 			level := slog.LevelWarn
 			if to == failover.BreakerClosed {
 				level = slog.LevelInfo
 			}
-			log.Log(context.Background(), level, "store circuit breaker", "from", from.String(), "to", to.String(), "on_error", mode.String())
+			attrs := []any{"from", from.String(), "to", to.String(), "on_error", mode.String()}
+			if node != "" {
+				attrs = append(attrs, "node", node)
+			}
+			log.Log(context.Background(), level, "store circuit breaker", attrs...)
 		}))
 	return fs, func() { release(); rs.Close() }, nil
 }
