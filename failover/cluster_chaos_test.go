@@ -40,9 +40,13 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 	m := startStallMeter(t)
 	rs := openRedis(t, c.URL())
 	var bl breakerLog
-	fs := newChaosStore(rs, failover.FailClosed, &bl,
+	// The default window of 20 calls, as in production: with the chaos
+	// tests' 3, two healthy calls missing the 50 ms timeout on a loaded
+	// machine open their master's breaker, which is not what is measured.
+	window := failover.WithBreaker(failover.BreakerSettings{MinCalls: failover.DefaultMinCalls, Cooldown: chaosCooldown})
+	fs := newChaosStore(rs, failover.FailClosed, &bl, window,
 		failover.WithBreakerPerNode(func(r sluice.Request) string { return rs.NodeOf(r.Policy, r.Key) }))
-	base := newChaosStore(openRedis(t, c.URL()), failover.FailClosed, &breakerLog{})
+	base := newChaosStore(openRedis(t, c.URL()), failover.FailClosed, &breakerLog{}, window)
 	slotOf := func(key string) int { return redisstore.Slot(rs.Key(chaosPolicy, key)) }
 
 	nodes := clusterNodes(t, c)
@@ -138,9 +142,9 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 		t.Error("no decision on the healthy masters' keys between the kill and the promotion")
 	case share(otherGap) < share(baseOtherGap):
 		t.Errorf("a breaker per master made fewer of the healthy masters' decisions Redis' than one breaker")
-	case !fullCoverage && share(otherGap) < 75:
-		// 90-100% in most runs; the rest are healthy calls that missed the
-		// 50 ms timeout on a loaded machine, opening their master's breaker.
+	case !fullCoverage && share(otherGap) < 90:
+		// 99.3-99.7% in four runs: the rest are healthy calls that missed
+		// the 50 ms timeout on a loaded machine.
 		t.Errorf("with a breaker per master only %.1f%% of the healthy masters' decisions were Redis' during the fail-over", share(otherGap))
 	}
 	if gap.degraded == 0 {
