@@ -32,6 +32,9 @@
 // or independent servers sharded by key: see ShardedRunner) and builds a
 // rueidis client per server; New takes a rueidis.Client the caller already has;
 // package redisstore/goredis runs the same scripts on a go-redis client.
+// NodeOf names the server (shard or Cluster master) that holds a key, for a
+// circuit breaker per node (failover.WithBreakerPerNode); on a Cluster the
+// store reads the slot map itself for that, every second while in use.
 //
 // The scripts compute exactly what sluice.Decide computes, with the same
 // integer formulas: Lua's numbers are doubles, exact for the integers below

@@ -13,6 +13,7 @@ type rueidisRunner struct {
 	c       rueidis.Client
 	cluster bool
 	fn      Functions
+	nodes   *clusterNodes // a Cluster's slot map (clusternodes.go); nil otherwise
 }
 
 // NewRunner returns the Runner that New uses on a rueidis client, for callers
@@ -20,7 +21,11 @@ type rueidisRunner struct {
 func NewRunner(c rueidis.Client) Runner { return newRueidisRunner(c) }
 
 func newRueidisRunner(c rueidis.Client) *rueidisRunner {
-	return &rueidisRunner{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
+	r := &rueidisRunner{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
+	if r.cluster {
+		r.nodes = newClusterNodes(c)
+	}
+	return r
 }
 
 // Mode implements Runner.

@@ -102,8 +102,9 @@ func (e *ShardError) Error() string { return "shard " + e.Name + ": " + e.Err.Er
 // Unwrap returns the shard's error.
 func (e *ShardError) Unwrap() error { return e.Err }
 
-// FailedNode returns e.Shard, for failover.WithBreakerPerNode.
-func (e *ShardError) FailedNode() int { return e.Shard }
+// FailedNode returns e.Name, as Store.NodeOf names the shard, for
+// failover.WithBreakerPerNode.
+func (e *ShardError) FailedNode() string { return e.Name }
 
 // RunMulti sends each shard its calls, the shards in parallel, so a set
 // spread over shards costs one round trip, not one per shard.
