@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -146,14 +147,49 @@ func (r *routes) done() http.Handler {
 
 // policyView is one entry of GET /v1/policies.
 type policyView struct {
-	Name      string `json:"name"`
-	Algorithm string `json:"algorithm"`
-	Limit     int64  `json:"limit"`
-	Period    string `json:"period"`
-	PeriodMS  int64  `json:"period_ms"`
-	Burst     int64  `json:"burst,omitempty"`
-	Shadow    bool   `json:"shadow,omitempty"`
-	Source    string `json:"source,omitempty"`
+	Name      string     `json:"name"`
+	Algorithm string     `json:"algorithm"`
+	Limit     int64      `json:"limit"`
+	Period    string     `json:"period"`
+	PeriodMS  int64      `json:"period_ms"`
+	Burst     int64      `json:"burst,omitempty"`
+	Shadow    bool       `json:"shadow,omitempty"`
+	Plans     *plansView `json:"plans,omitempty"`
+	Source    string     `json:"source,omitempty"`
+}
+
+// plansView is a policy's plans in GET /v1/policies.
+type plansView struct {
+	Default string              `json:"default,omitempty"`
+	From    *planSourceView     `json:"from,omitempty"`
+	Limits  map[string]planView `json:"limits"`
+}
+
+type planSourceView struct {
+	DescriptorKey string `json:"descriptor_key,omitempty"`
+	Header        string `json:"header,omitempty"`
+}
+
+type planView struct {
+	Limit    int64  `json:"limit"`
+	Period   string `json:"period"`
+	PeriodMS int64  `json:"period_ms"`
+	Burst    int64  `json:"burst,omitempty"`
+}
+
+// viewPlans is the view of plans; nil for none.
+func viewPlans(pl *config.Plans) *plansView {
+	if pl == nil {
+		return nil
+	}
+	v := &plansView{Default: pl.Default, Limits: make(map[string]planView, len(pl.Limits))}
+	if pl.From != (config.PlanSource{}) {
+		v.From = &planSourceView{DescriptorKey: pl.From.DescriptorKey, Header: pl.From.Header}
+	}
+	for name, l := range pl.Limits {
+		v.Limits[name] = planView{Limit: l.Limit, Period: l.Period.String(), PeriodMS: l.Period.Milliseconds(), Burst: l.Burst}
+	}
+	return v
 }
 
 func (a *api) policies(w http.ResponseWriter, r *http.Request) {
@@ -161,7 +197,7 @@ func (a *api) policies(w http.ResponseWriter, r *http.Request) {
 	out := make([]policyView, 0, len(cfg.Policies))
 	for _, p := range cfg.Policies {
 		v := policyView{Name: p.Name, Algorithm: string(p.Algorithm), Limit: p.Limit,
-			Period: p.Period.String(), PeriodMS: p.Period.Milliseconds(), Burst: p.Burst, Shadow: p.Shadow}
+			Period: p.Period.String(), PeriodMS: p.Period.Milliseconds(), Burst: p.Burst, Shadow: p.Shadow, Plans: viewPlans(p.Plans)}
 		if p.File != "" {
 			v.Source = p.File + ":" + itoa(int64(p.Line))
 		}
