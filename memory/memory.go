@@ -107,9 +107,6 @@ func New(opts ...Option) *Store {
 		clock := cf.clock
 		s.now = func() int64 { return clock.Now().UnixMicro() }
 	}
-	for i := range s.shards {
-		s.shards[i].index = make(map[uint64]int32)
-	}
 	return s
 }
 

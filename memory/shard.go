@@ -9,12 +9,10 @@ import (
 
 // shard is one lock stripe: a dense slice of entries and an index into it. The
 // dense slice makes sweeping and sampling for eviction cheap. The index is keyed
-// by the entry's 64-bit hash, which is cheaper than hashing two strings again;
-// the rare key whose hash is already taken by another lives in spill.
+// by the entry's 64-bit hash, which is cheaper than hashing two strings again.
 type shard struct {
 	mu      sync.Mutex
-	index   map[uint64]int32
-	spill   map[entryKey]int32 // nil until a collision happens
+	index   index
 	entries []entry
 	bytes   int64    // charged against the byte budget
 	hand    int      // where the next sweep or eviction sample starts
@@ -34,15 +32,17 @@ func idOf(p *sluice.Policy, key string) entryKey {
 	return entryKey{policy: p.Name, alg: p.Algorithm, key: key}
 }
 
+// entry is one key's state. What a decision reads comes first (the hash and
+// id that find compares, then the state), so that it spans as few cache lines
+// as it can.
 type entry struct {
-	id      entryKey
 	hash    uint64
+	id      entryKey
+	state   sluice.State
 	expires int64 // microseconds; the state is initial from then on
 	safeAt  int64 // microseconds; from then on forgetting it is safe (see safeAt)
 	usage   *usage
-	state   sluice.State
 	logCap  int32 // capacity of state.Log's buffer, for the byte budget
-	spilled bool  // indexed in spill, not index
 	pinned  bool  // part of a decision in progress: not to be evicted
 }
 
@@ -56,22 +56,24 @@ const evictSample, sampleReach = 8, 32
 
 // find returns the position of id's entry.
 func (sh *shard) find(h uint64, id entryKey) (int32, bool) {
-	i, ok := sh.index[h]
-	if ok && sh.entries[i].id == id {
-		return i, true
-	}
-	if sh.spill == nil {
+	slots := sh.index.slots
+	mask := len(slots) - 1
+	if mask < 0 {
 		return 0, false
 	}
-	i, ok = sh.spill[id]
-	return i, ok
-}
-
-func (sh *shard) setIndex(e *entry, i int32) {
-	if e.spilled {
-		sh.spill[e.id] = i
-	} else {
-		sh.index[e.hash] = i
+	tag := h >> 32
+	for i := int(tag) & mask; ; i = (i + 1) & mask {
+		slot := slots[i]
+		if slot == 0 {
+			return 0, false
+		}
+		if slot>>32 != tag {
+			continue
+		}
+		pos := slotPos(slot)
+		if e := &sh.entries[pos]; e.hash == h && e.id == id {
+			return pos, true
+		}
 	}
 }
 
@@ -98,17 +100,11 @@ func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *s
 	id.key = strings.Clone(id.key)
 	expires := now + res.ResetAfter.Microseconds()
 	e := entry{id: id, hash: h, usage: u, expires: expires, safeAt: safeAt(p, res, now, expires), state: *st, logCap: logCap}
-	if _, taken := sh.index[h]; taken {
-		e.spilled = true
-		if sh.spill == nil {
-			sh.spill = make(map[entryKey]int32)
-		}
-	}
 	bytes := entryBytes(len(id.key), logCap)
 	sh.bytes += bytes
 	u.add(bytes)
 	sh.entries = append(sh.entries, e)
-	sh.setIndex(&sh.entries[len(sh.entries)-1], int32(len(sh.entries)-1))
+	sh.index.add(h, int32(len(sh.entries)-1))
 }
 
 // sweep checks up to n entries from the hand and forgets the expired ones.
@@ -166,17 +162,13 @@ func (sh *shard) pickSafe(now int64, only *usage) (int, int64) {
 func (sh *shard) remove(i int) {
 	last := len(sh.entries) - 1
 	e := &sh.entries[i]
-	if e.spilled {
-		delete(sh.spill, e.id)
-	} else {
-		delete(sh.index, e.hash)
-	}
+	sh.index.remove(e.hash, int32(i))
 	bytes := entryBytes(len(e.id.key), e.logCap)
 	sh.bytes -= bytes
 	e.usage.release(bytes)
 	if i != last {
+		sh.index.move(sh.entries[last].hash, int32(last), int32(i))
 		sh.entries[i] = sh.entries[last]
-		sh.setIndex(&sh.entries[i], int32(i))
 	}
 	sh.entries[last] = entry{} // drop references for the GC
 	sh.entries = sh.entries[:last]

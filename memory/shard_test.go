@@ -8,12 +8,12 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// Keys whose 64-bit hashes collide are kept apart through the spill map, and
-// removing either one (in any order, with entries moving around) keeps the
-// other findable.
+// Keys whose 64-bit hashes collide are kept apart (the index probes on and
+// compares the entries), and removing either one (in any order, with entries
+// moving around) keeps the other findable.
 func TestShardHashCollisions(t *testing.T) {
 	for _, removeFirst := range []bool{true, false} {
-		sh := &shard{index: make(map[uint64]int32)}
+		sh := new(shard)
 		u := new(usage)
 		p := &sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
 		res := sluice.Result{ResetAfter: 1000}
@@ -43,9 +43,9 @@ func TestShardHashCollisions(t *testing.T) {
 				t.Fatalf("key %d: found=%v state %+v", i, ok, st)
 			}
 		}
-		victim := 1 // spilled
+		victim := 1 // the second in the probe sequence
 		if removeFirst {
-			victim = 0 // the one in the main index
+			victim = 0 // the first, whose slot the others shift into
 		}
 		j, _ := sh.find(h, ids[victim])
 		sh.remove(int(j))
