@@ -31,13 +31,13 @@ func TestIndexMatchesAMap(t *testing.T) {
 			for step := range 20_000 {
 				key := "k" + strconv.Itoa(rng.IntN(500))
 				h := hashOf(key)
-				id := entryKey{policy: "p", alg: sluice.GCRA, key: key}
+				id := idOf(p, key)
 				i, found := sh.find(h, id)
 				if _, ok := want[key]; ok != found {
 					t.Fatalf("step %d: %s found %v, want %v", step, key, found, ok)
 				}
 				switch {
-				case found && sh.entries[i].state.Time != want[key]:
+				case found && sh.entries[i].time != want[key]:
 					t.Fatalf("step %d: %s found another entry", step, key)
 				case found && rng.IntN(2) == 0:
 					sh.remove(int(i))

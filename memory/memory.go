@@ -173,7 +173,8 @@ func (s *Store) apply(p *sluice.Policy, key string, consumes bool, o *op) (res s
 	var next sluice.State
 	var logCap int32
 	if found {
-		next, logCap = sh.entries[i].state, sh.entries[i].logCap
+		sh.entries[i].load(&next)
+		logCap = sh.entries[i].logCap
 	}
 	oldLen := next.Log.Len()
 	if o.kind == opDecide {
@@ -242,7 +243,7 @@ func (s *Store) Len() int {
 func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 	now := s.now()
 	for _, a := range sluice.Algorithms {
-		id := entryKey{policy: policy, alg: a, key: key}
+		id := entryKey{policy: policy, alg: algorithmIndex(a), key: key}
 		h := s.hash(id)
 		sh := &s.shards[h&s.mask]
 		sh.mu.Lock()
@@ -269,17 +270,7 @@ func (s *Store) hash(id entryKey) uint64 {
 	// anyway, so a fixed constant per algorithm is mixing enough and costs no
 	// third hash.
 	return maphash.String(s.seed, id.key) ^ bits.RotateLeft64(maphash.String(s.seed, id.policy), 29) ^
-		algorithmMix(id.alg)
-}
-
-// algorithmMix is a distinct odd multiple of the golden ratio per algorithm.
-func algorithmMix(a sluice.Algorithm) uint64 {
-	for i, b := range sluice.Algorithms {
-		if a == b {
-			return uint64(2*i+1) * 0x9e3779b97f4a7c15
-		}
-	}
-	return 0
+		uint64(2*id.alg+1)*0x9e3779b97f4a7c15 // a distinct odd multiple of the golden ratio
 }
 
 func insertSorted(xs []int, x int) []int {

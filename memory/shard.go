@@ -19,33 +19,6 @@ type shard struct {
 	_       [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
-// entryKey identifies a state: like a Redis key, it holds the policy's name and
-// algorithm, so two policies of one name and different algorithms keep
-// separate states, as on every store.
-type entryKey struct {
-	policy string
-	alg    sluice.Algorithm
-	key    string
-}
-
-func idOf(p *sluice.Policy, key string) entryKey {
-	return entryKey{policy: p.Name, alg: p.Algorithm, key: key}
-}
-
-// entry is one key's state. What a decision reads comes first (the hash and
-// id that find compares, then the state), so that it spans as few cache lines
-// as it can.
-type entry struct {
-	hash    uint64
-	id      entryKey
-	state   sluice.State
-	expires int64 // microseconds; the state is initial from then on
-	safeAt  int64 // microseconds; from then on forgetting it is safe (see safeAt)
-	usage   *usage
-	logCap  int32 // capacity of state.Log's buffer, for the byte budget
-	pinned  bool  // part of a decision in progress: not to be evicted
-}
-
 // sweepPerInsert is how many entries each insertion checks for expiry. Two keep
 // the shard within about twice its live keys without a background goroutine.
 const sweepPerInsert = 2
@@ -71,7 +44,7 @@ func (sh *shard) find(h uint64, id entryKey) (int32, bool) {
 			continue
 		}
 		pos := slotPos(slot)
-		if e := &sh.entries[pos]; e.hash == h && e.id == id {
+		if e := &sh.entries[pos]; e.hash == h && e.key == id.key && e.policy == id.policy && e.alg == id.alg {
 			return pos, true
 		}
 	}
@@ -89,7 +62,8 @@ func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice
 		sh.bytes += bytes
 		e.usage.bytes.Add(bytes) // shared by every shard: not on every decision
 	}
-	e.expires, e.safeAt, e.state, e.logCap = expires, safeAt(p, res, now, expires), *st, logCap
+	e.expires, e.safeAt, e.logCap = expires, safeAt(p, res, now, expires), logCap
+	e.store(st)
 }
 
 // insert adds a new entry for what a decision under p produced; the caller has
@@ -97,9 +71,10 @@ func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice
 func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap int32) {
 	// A clone keeps a stored key from pinning the caller's buffer (a request
 	// header, say) for as long as the key lives.
-	id.key = strings.Clone(id.key)
 	expires := now + res.ResetAfter.Microseconds()
-	e := entry{id: id, hash: h, usage: u, expires: expires, safeAt: safeAt(p, res, now, expires), state: *st, logCap: logCap}
+	e := entry{hash: h, key: strings.Clone(id.key), policy: id.policy, alg: id.alg, usage: u,
+		expires: expires, safeAt: safeAt(p, res, now, expires), logCap: logCap}
+	e.store(st)
 	bytes := entryBytes(len(id.key), logCap)
 	sh.bytes += bytes
 	u.add(bytes)
@@ -163,7 +138,7 @@ func (sh *shard) remove(i int) {
 	last := len(sh.entries) - 1
 	e := &sh.entries[i]
 	sh.index.remove(e.hash, int32(i))
-	bytes := entryBytes(len(e.id.key), e.logCap)
+	bytes := entryBytes(len(e.key), e.logCap)
 	sh.bytes -= bytes
 	e.usage.release(bytes)
 	if i != last {

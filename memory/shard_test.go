@@ -33,10 +33,11 @@ func TestShardHashCollisions(t *testing.T) {
 				hash = uint64(100 + i)
 			}
 			j, ok := sh.find(hash, ids[i])
-			if !ok {
-				return sluice.State{}, false
+			var st sluice.State
+			if ok {
+				sh.entries[j].load(&st)
 			}
-			return sh.entries[j].state, true
+			return st, ok
 		}
 		for i := range ids {
 			if st, ok := find(i); !ok || st.Time != int64(i+1) {

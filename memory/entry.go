@@ -1,0 +1,74 @@
+package memory
+
+import "github.com/sluicehq/sluice"
+
+// entryKey identifies a state: like a Redis key, it holds the policy's name and
+// algorithm, so two policies of one name and different algorithms keep
+// separate states, as on every store.
+type entryKey struct {
+	policy string
+	key    string
+	alg    uint8 // algorithmIndex of the policy's algorithm
+}
+
+func idOf(p *sluice.Policy, key string) entryKey {
+	return entryKey{policy: p.Name, alg: algorithmIndex(p.Algorithm), key: key}
+}
+
+// algorithmIndex is a's position in sluice.Algorithms.
+func algorithmIndex(a sluice.Algorithm) uint8 {
+	switch a { // a switch compares lengths first: cheaper than a loop over the list
+	case sluice.FixedWindow:
+		return 0
+	case sluice.SlidingLog:
+		return 1
+	case sluice.SlidingWindow:
+		return 2
+	case sluice.TokenBucket:
+		return 3
+	case sluice.LeakyBucket:
+		return 4
+	}
+	return 5 // GCRA: the policy is valid
+}
+
+// entry is one key's state, 104 bytes: a decision reads and writes all of it
+// but usage, and with many keys what it costs is mostly how many cache lines
+// it spans. So the identity comes first, for find, and the sliding log's ring,
+// which no other algorithm uses, lives behind a pointer.
+type entry struct {
+	hash    uint64
+	key     string
+	policy  string
+	alg     uint8
+	pinned  bool  // part of a decision in progress: not to be evicted
+	logCap  int32 // capacity of the log's buffer, for the byte budget
+	time    int64 // the state's Time, Count and Prev
+	count   int64
+	prev    int64
+	log     *sluice.Log // the state's Log; nil until a log holds entries
+	expires int64       // microseconds; the state is initial from then on
+	safeAt  int64       // microseconds; from then on forgetting it is safe (see safeAt)
+	usage   *usage
+}
+
+// load copies the entry's state into *st.
+func (e *entry) load(st *sluice.State) {
+	*st = sluice.State{Time: e.time, Count: e.count, Prev: e.prev}
+	if e.log != nil {
+		st.Log = *e.log
+	}
+}
+
+// store replaces the entry's state with *st. The log's ring is allocated on
+// a key's first admission, which allocates for the key anyway.
+func (e *entry) store(st *sluice.State) {
+	e.time, e.count, e.prev = st.Time, st.Count, st.Prev
+	switch {
+	case e.log != nil:
+		*e.log = st.Log
+	case st.Log.Len() > 0:
+		log := st.Log
+		e.log = &log
+	}
+}
