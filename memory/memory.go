@@ -120,13 +120,13 @@ func monotonicMicros() func() int64 {
 
 // Decide implements sluice.Store.
 func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
-	res, _ := s.apply(req.Policy, req.Key, req.Cost > 0, &op{kind: opDecide, req: req})
+	res, _ := s.apply(req.Policy, req.Key, req.Cost, req.Cost > 0, nil)
 	return res, nil
 }
 
-// op is what apply does to a state at now: a decision, a reservation or a
-// release. A concrete type rather than a func value lets the compiler see
-// that the state apply hands it stays on apply's stack.
+// op is what apply does to a state at now other than a decision: a
+// reservation or a release. A concrete type rather than a func value lets the
+// compiler see that the state apply hands it stays on apply's stack.
 type op struct {
 	kind   opKind
 	req    sluice.Request
@@ -138,14 +138,11 @@ type op struct {
 type opKind uint8
 
 const (
-	opDecide opKind = iota
-	opReserve
+	opReserve opKind = iota
 	opRelease
 )
 
 // run changes *st in place and returns the Result the entry's expiry follows.
-// apply makes decisions, the common case, itself: one call fewer per decision
-// is about 7% of a hot key's CPU.
 func (o *op) run(st *sluice.State, now int64) sluice.Result {
 	if o.kind == opReserve {
 		*st, o.r = sluice.Reserve(o.req.Policy, *st, now, o.req.Cost, o.upTo)
@@ -156,19 +153,19 @@ func (o *op) run(st *sluice.State, now int64) sluice.Result {
 }
 
 // apply replaces the state of (p, key) with what o makes of it at the
-// store's now, under the shard lock, and stores it within the bounds. The op
-// changes a copy of the state in place (cheaper than passing states by
-// value), so a refusal keeps the stored one. consumes
-// says whether an allowed result consumed units (a log's buffer may grow).
-// When the bounds leave no room it stores nothing and returns the denial
-// instead, with applied false.
-func (s *Store) apply(p *sluice.Policy, key string, consumes bool, o *op) (res sluice.Result, applied bool) {
+// store's now, under the shard lock, and stores it within the bounds; with o
+// nil, the common case, it decides a request of cost units itself (without
+// building an op or calling through one: about a tenth of a hot key's CPU).
+// The state is changed in a copy (cheaper than passing states by value), so
+// a refusal keeps the stored one. consumes says whether an allowed result
+// consumed units (a log's buffer may grow). When the bounds leave no room it
+// stores nothing and returns the denial instead, with applied false.
+func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o *op) (res sluice.Result, applied bool) {
 	now := s.now()
 	id := idOf(p, key)
 	h := s.hash(id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	i, found := sh.find(h, id)
 	var next sluice.State
 	var logCap int32
@@ -177,37 +174,65 @@ func (s *Store) apply(p *sluice.Policy, key string, consumes bool, o *op) (res s
 		logCap = sh.entries[i].logCap
 	}
 	oldLen := next.Log.Len()
-	if o.kind == opDecide {
-		res = sluice.DecideInPlace(p, &next, now, o.req.Cost)
+	if o == nil {
+		res = sluice.DecideInPlace(p, &next, now, cost)
 	} else {
 		res = o.run(&next, now)
 	}
+	applied = true
 	switch {
 	case res.ResetAfter == 0: // back to initial: nothing to keep
 		if found {
 			sh.remove(int(i))
 		}
+	case found && o == nil && (cost == 0 || !res.Allowed):
+		// A peek or a denial leaves the state as it was, and so its expiry:
+		// writing nothing keeps a hot key's entry in the other cores' caches.
+		// (Only safeAt could move, earlier, as a window's count decays; keeping
+		// the later one never drops state sooner.)
 	case found:
 		logCap = nextLogCap(logCap, oldLen, &next, res.Allowed && consumes)
-		if grown := int64(logCap-sh.entries[i].logCap) * logEntryBytes; grown > 0 {
-			sh.entries[i].pinned = true
-			ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
-			i, _ = sh.find(h, id) // evictions move entries
-			sh.entries[i].pinned = false
-			if !ok {
-				return s.refusal(p, wait), false
-			}
+		if logCap > sh.entries[i].logCap {
+			i, res, applied = s.growLog(sh, h, id, i, p, logCap, now, res)
 		}
-		sh.update(i, p, &next, &res, now, logCap)
+		if applied {
+			sh.update(i, p, &next, &res, now, logCap)
+		}
 	default:
 		logCap = nextLogCap(0, 0, &next, res.Allowed && consumes)
-		sh.sweep(now, sweepPerInsert)
-		u := s.budgets.usage(p.Name)
-		if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {
-			return s.refusal(p, wait), false
-		}
-		sh.insert(h, id, u, p, &next, &res, now, logCap)
+		res, applied = s.insert(sh, h, id, p, &next, res, now, logCap)
 	}
+	// Unlocking on each path rather than in a defer keeps the slow paths,
+	// called out of line, from weighing on every decision's frame.
+	sh.mu.Unlock()
+	return res, applied
+}
+
+// growLog makes room in sh for entry i's log to grow to logCap entries. When
+// there is none it returns the refusal and false; otherwise the entry's
+// position, which evictions may have moved, and res unchanged.
+func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Policy, logCap int32, now int64, res sluice.Result) (int32, sluice.Result, bool) {
+	grown := int64(logCap-sh.entries[i].logCap) * logEntryBytes
+	sh.entries[i].pinned = true
+	ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
+	i, _ = sh.find(h, id) // evictions move entries
+	sh.entries[i].pinned = false
+	if !ok {
+		return i, s.refusal(p, wait), false
+	}
+	return i, res, true
+}
+
+// insert stores a new key's state, res being the decision that produced it,
+// within the bounds: it returns res and true, or the refusal and false when
+// there is no room.
+func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *sluice.State, res sluice.Result, now int64, logCap int32) (sluice.Result, bool) {
+	sh.sweep(now, sweepPerInsert)
+	u := s.budgets.usage(p.Name)
+	if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {
+		return s.refusal(p, wait), false
+	}
+	sh.insert(h, id, u, p, st, &res, now, logCap)
 	return res, true
 }
 
