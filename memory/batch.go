@@ -14,8 +14,8 @@ type batchItem struct {
 	shard     *shard
 	found     bool
 	old, next sluice.State
-	oldCap    int32 // capacity of old's log buffer
-	logCap    int32 // capacity of next's
+	oldCap    logCapacity // capacity of old's log buffer
+	logCap    logCapacity // capacity of next's
 	u         *usage
 	needKeys  int
 	needBytes int64

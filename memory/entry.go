@@ -32,17 +32,18 @@ func algorithmIndex(a sluice.Algorithm) uint8 {
 	return 5 // GCRA: the policy is valid
 }
 
-// entry is one key's state, 104 bytes: a decision reads and writes all of it
+// entry is one key's state, 96 bytes: a decision reads and writes all of it
 // but usage, and with many keys what it costs is mostly how many cache lines
-// it spans. So the identity comes first, for find, and the sliding log's ring,
-// which no other algorithm uses, lives behind a pointer.
+// it spans — always two at 96 bytes, often three at 104. So the sliding
+// log's ring, which no other algorithm uses, lives behind a pointer, and of
+// the hash only the index's tag is kept.
 type entry struct {
-	hash    uint64
+	tag     uint32 // tagOf the hash
+	logCap  logCapacity
+	alg     uint8
+	pinned  bool // part of a decision in progress: not to be evicted
 	key     string
 	policy  string
-	alg     uint8
-	pinned  bool  // part of a decision in progress: not to be evicted
-	logCap  int32 // capacity of the log's buffer, for the byte budget
 	time    int64 // the state's Time, Count and Prev
 	count   int64
 	prev    int64
@@ -53,6 +54,13 @@ type entry struct {
 }
 
 // load copies the entry's state into *st.
+// logCapacity is the capacity of a sliding log's ring: a power of two (or 0)
+// that holds at most MaxSlidingLogLimit entries, so at most 16,384.
+type logCapacity uint16
+
+// The ring doubles when full: its capacity stays under twice the largest log.
+const _ = logCapacity(2 * sluice.MaxSlidingLogLimit)
+
 func (e *entry) load(st *sluice.State) {
 	*st = sluice.State{Time: e.time, Count: e.count, Prev: e.prev}
 	if e.log != nil {

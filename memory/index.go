@@ -6,8 +6,8 @@ package memory
 // map of the same keys costs a generic call and its own group layout (about a
 // fifth of a decision with 10,000 keys).
 //
-// A slot holds the hash's high 32 bits (the tag, which also picks the home
-// slot) and the position plus one; 0 is an empty slot. Entries whose hashes
+// A slot holds the tag, the hash's high 32 bits, which also picks the home
+// slot, and the position plus one; 0 is an empty slot. Entries whose hashes
 // share a tag, or even the whole hash, simply probe on: find compares the
 // entries themselves, so no key is ever taken for another.
 type index struct {
@@ -17,21 +17,23 @@ type index struct {
 
 const minIndexSlots = 16
 
-func slotOf(h uint64, pos int32) uint64 { return h&^(1<<32-1) | uint64(uint32(pos)+1) }
+// tagOf is the part of a hash the index keeps (the low bits pick the shard).
+func tagOf(h uint64) uint32 { return uint32(h >> 32) }
+
+func slotOf(tag uint32, pos int32) uint64 { return uint64(tag)<<32 | uint64(uint32(pos)+1) }
 
 func slotPos(slot uint64) int32 { return int32(uint32(slot) - 1) }
 
 // home is where the probe for a slot's tag starts.
 func (x *index) home(slot uint64) int { return int(slot>>32) & (len(x.slots) - 1) }
 
-// add records that the entry of hash h is at pos. h's entry must not be
-// indexed already.
-func (x *index) add(h uint64, pos int32) {
+// add records that an entry of tag is at pos.
+func (x *index) add(tag uint32, pos int32) {
 	// At most half full keeps probe sequences short.
 	if 2*(x.used+1) > len(x.slots) {
 		x.grow()
 	}
-	x.put(slotOf(h, pos))
+	x.put(slotOf(tag, pos))
 	x.used++
 }
 
@@ -54,9 +56,9 @@ func (x *index) grow() {
 	}
 }
 
-// locate returns where the slot recording (h, pos) is. It must be there.
-func (x *index) locate(h uint64, pos int32) int {
-	want, mask := slotOf(h, pos), len(x.slots)-1
+// locate returns where the slot recording (tag, pos) is. It must be there.
+func (x *index) locate(tag uint32, pos int32) int {
+	want, mask := slotOf(tag, pos), len(x.slots)-1
 	i := x.home(want)
 	for x.slots[i] != want {
 		i = (i + 1) & mask
@@ -64,16 +66,16 @@ func (x *index) locate(h uint64, pos int32) int {
 	return i
 }
 
-// move records that the entry of hash h moved from position from to to.
-func (x *index) move(h uint64, from, to int32) {
-	x.slots[x.locate(h, from)] = slotOf(h, to)
+// move records that the entry of tag at from moved to to.
+func (x *index) move(tag uint32, from, to int32) {
+	x.slots[x.locate(tag, from)] = slotOf(tag, to)
 }
 
-// remove forgets that the entry of hash h is at pos, shifting the slots
-// after it back so that no probe sequence has a hole (no tombstones).
-func (x *index) remove(h uint64, pos int32) {
+// remove forgets that an entry of tag is at pos, shifting the slots after
+// it back so that no probe sequence has a hole (no tombstones).
+func (x *index) remove(tag uint32, pos int32) {
 	mask := len(x.slots) - 1
-	hole := x.locate(h, pos)
+	hole := x.locate(tag, pos)
 	for j := hole; ; {
 		j = (j + 1) & mask
 		slot := x.slots[j]

@@ -168,7 +168,7 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 	sh.mu.Lock()
 	i, found := sh.find(h, id)
 	var next sluice.State
-	var logCap int32
+	var logCap logCapacity
 	if found {
 		sh.entries[i].load(&next)
 		logCap = sh.entries[i].logCap
@@ -211,8 +211,8 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 // growLog makes room in sh for entry i's log to grow to logCap entries. When
 // there is none it returns the refusal and false; otherwise the entry's
 // position, which evictions may have moved, and res unchanged.
-func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Policy, logCap int32, now int64, res sluice.Result) (int32, sluice.Result, bool) {
-	grown := int64(logCap-sh.entries[i].logCap) * logEntryBytes
+func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Policy, logCap logCapacity, now int64, res sluice.Result) (int32, sluice.Result, bool) {
+	grown := (int64(logCap) - int64(sh.entries[i].logCap)) * logEntryBytes
 	sh.entries[i].pinned = true
 	ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
 	i, _ = sh.find(h, id) // evictions move entries
@@ -226,7 +226,7 @@ func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Pol
 // insert stores a new key's state, res being the decision that produced it,
 // within the bounds: it returns res and true, or the refusal and false when
 // there is no room.
-func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *sluice.State, res sluice.Result, now int64, logCap int32) (sluice.Result, bool) {
+func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *sluice.State, res sluice.Result, now int64, logCap logCapacity) (sluice.Result, bool) {
 	sh.sweep(now, sweepPerInsert)
 	u := s.budgets.usage(p.Name)
 	if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {

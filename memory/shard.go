@@ -34,7 +34,7 @@ func (sh *shard) find(h uint64, id entryKey) (int32, bool) {
 	if mask < 0 {
 		return 0, false
 	}
-	tag := h >> 32
+	tag := uint64(tagOf(h))
 	for i := int(tag) & mask; ; i = (i + 1) & mask {
 		slot := slots[i]
 		if slot == 0 {
@@ -44,21 +44,21 @@ func (sh *shard) find(h uint64, id entryKey) (int32, bool) {
 			continue
 		}
 		pos := slotPos(slot)
-		if e := &sh.entries[pos]; e.hash == h && e.key == id.key && e.policy == id.policy && e.alg == id.alg {
+		if e := &sh.entries[pos]; e.key == id.key && e.policy == id.policy && e.alg == id.alg {
 			return pos, true
 		}
 	}
 }
 
 // update replaces the state of entry i with what a decision under p produced.
-func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap int32) {
+func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) {
 	e := &sh.entries[i]
 	expires := now + res.ResetAfter.Microseconds()
 	// After a clock step backwards ResetAfter counts from the instant the
 	// state was last at; never forget it earlier than before.
 	expires = max(expires, e.expires)
 	if logCap != e.logCap { // only a log's buffer changes the charge
-		bytes := int64(logCap-e.logCap) * logEntryBytes
+		bytes := (int64(logCap) - int64(e.logCap)) * logEntryBytes
 		sh.bytes += bytes
 		e.usage.bytes.Add(bytes) // shared by every shard: not on every decision
 	}
@@ -68,18 +68,18 @@ func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice
 
 // insert adds a new entry for what a decision under p produced; the caller has
 // made room.
-func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap int32) {
+func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) {
 	// A clone keeps a stored key from pinning the caller's buffer (a request
 	// header, say) for as long as the key lives.
 	expires := now + res.ResetAfter.Microseconds()
-	e := entry{hash: h, key: strings.Clone(id.key), policy: id.policy, alg: id.alg, usage: u,
+	e := entry{tag: tagOf(h), key: strings.Clone(id.key), policy: id.policy, alg: id.alg, usage: u,
 		expires: expires, safeAt: safeAt(p, res, now, expires), logCap: logCap}
 	e.store(st)
 	bytes := entryBytes(len(id.key), logCap)
 	sh.bytes += bytes
 	u.add(bytes)
 	sh.entries = append(sh.entries, e)
-	sh.index.add(h, int32(len(sh.entries)-1))
+	sh.index.add(e.tag, int32(len(sh.entries)-1))
 }
 
 // sweep checks up to n entries from the hand and forgets the expired ones.
@@ -137,12 +137,12 @@ func (sh *shard) pickSafe(now int64, only *usage) (int, int64) {
 func (sh *shard) remove(i int) {
 	last := len(sh.entries) - 1
 	e := &sh.entries[i]
-	sh.index.remove(e.hash, int32(i))
+	sh.index.remove(e.tag, int32(i))
 	bytes := entryBytes(len(e.key), e.logCap)
 	sh.bytes -= bytes
 	e.usage.release(bytes)
 	if i != last {
-		sh.index.move(sh.entries[last].hash, int32(last), int32(i))
+		sh.index.move(sh.entries[last].tag, int32(last), int32(i))
 		sh.entries[i] = sh.entries[last]
 	}
 	sh.entries[last] = entry{} // drop references for the GC
@@ -153,7 +153,7 @@ func (sh *shard) remove(i int) {
 // from a log of capacity c holding oldLen entries and left next: sluice.Log
 // doubles its buffer (to at least 4) when an admission finds it full, and
 // never shrinks it. (TestLogCapTracksBuffer checks this against the buffer.)
-func nextLogCap(c int32, oldLen int, next *sluice.State, admitted bool) int32 {
+func nextLogCap(c logCapacity, oldLen int, next *sluice.State, admitted bool) logCapacity {
 	switch {
 	case next.Log.Len() == 0:
 		return 0

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -17,20 +18,20 @@ func TestShardHashCollisions(t *testing.T) {
 		u := new(usage)
 		p := &sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
 		res := sluice.Result{ResetAfter: 1000}
-		const h = 42
+		const h = 42 << 32
 		ids := make([]entryKey, 5)
 		for i := range ids {
 			ids[i] = entryKey{policy: "p", key: fmt.Sprint("k", i)}
 			hash := uint64(h)
 			if i >= 3 {
-				hash = uint64(100 + i) // bystanders with their own hashes
+				hash = uint64(100+i) << 32 // bystanders with their own tags
 			}
 			sh.insert(hash, ids[i], u, p, &sluice.State{Time: int64(i + 1)}, &res, 0, 0)
 		}
 		find := func(i int) (sluice.State, bool) {
 			hash := uint64(h)
 			if i >= 3 {
-				hash = uint64(100 + i)
+				hash = uint64(100+i) << 32
 			}
 			j, ok := sh.find(hash, ids[i])
 			var st sluice.State
@@ -62,5 +63,12 @@ func TestShardHashCollisions(t *testing.T) {
 				t.Fatalf("after removing %d: key %d found=%v state %+v", victim, i, ok, st)
 			}
 		}
+	}
+}
+
+// An entry spans two cache lines, never three (see entry).
+func TestEntrySize(t *testing.T) {
+	if size := unsafe.Sizeof(entry{}); size != 96 {
+		t.Fatalf("an entry takes %d bytes, want 96", size)
 	}
 }
