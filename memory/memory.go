@@ -46,7 +46,9 @@ type Store struct {
 	maxKeys       int
 	maxBytes      int64
 	seed          maphash.Seed
-	now           func() int64 // microseconds since the epoch
+	clock         sluice.Clock // nil: the monotonic clock, from anchor
+	anchor        time.Time
+	anchorMicros  int64
 	budgets       budgets
 	evicted       atomic.Uint64
 	refused       atomic.Uint64
@@ -101,21 +103,22 @@ func New(opts ...Option) *Store {
 		maxKeys:       cf.maxKeys,
 		maxBytes:      cf.maxBytes,
 		seed:          maphash.MakeSeed(),
-		now:           monotonicMicros(),
+		clock:         cf.clock,
+		anchor:        time.Now(),
 	}
-	if cf.clock != nil {
-		clock := cf.clock
-		s.now = func() int64 { return clock.Now().UnixMicro() }
-	}
+	s.anchorMicros = s.anchor.UnixMicro()
 	return s
 }
 
-// monotonicMicros reads the monotonic clock anchored to the wall clock once, like
-// sluice.SystemClock, without building a time.Time per call.
-func monotonicMicros() func() int64 {
-	anchor := time.Now()
-	base := anchor.UnixMicro()
-	return func() int64 { return base + int64(time.Since(anchor)/time.Microsecond) }
+// now returns the store's time in microseconds since the epoch. Without a
+// Clock it reads the monotonic clock anchored to the wall clock once, like
+// sluice.SystemClock, without building a time.Time per call (and as a direct
+// call the compiler can inline).
+func (s *Store) now() int64 {
+	if s.clock != nil {
+		return s.clock.Now().UnixMicro()
+	}
+	return s.anchorMicros + int64(time.Since(s.anchor)/time.Microsecond)
 }
 
 // Decide implements sluice.Store.
