@@ -189,10 +189,7 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 			sh.remove(int(i))
 		}
 	case found && o == nil && (cost == 0 || !res.Allowed):
-		// A peek or a denial leaves the state as it was, and so its expiry:
-		// writing nothing keeps a hot key's entry in the other cores' caches.
-		// (Only safeAt could move, earlier, as a window's count decays; keeping
-		// the later one never drops state sooner.)
+		sh.keep(i, p, &res, now) // a peek or a denial leaves the state as it was
 	case found:
 		logCap = nextLogCap(logCap, oldLen, &next, res.Allowed && consumes)
 		if logCap > sh.entries[i].logCap {

@@ -66,6 +66,22 @@ func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice
 	e.store(st)
 }
 
+// keep follows a peek or a denial under p, which left entry i's state as it
+// was. Its expiry and safeAt then change only when the policy did since the
+// state was written (a longer window keeps it longer, a smaller capacity makes
+// it unsafe to drop sooner), so keep writes only then: a hot key being denied
+// stays in every core's cache. A safeAt that would come earlier (a window's
+// count decaying, a bucket draining) is left as it is: forgetting the state
+// later than it may be is never unsafe.
+func (sh *shard) keep(i int32, p *sluice.Policy, res *sluice.Result, now int64) {
+	e := &sh.entries[i]
+	expires := max(now+res.ResetAfter.Microseconds(), e.expires)
+	at := safeAt(p, res, now, expires)
+	if expires != e.expires || at > max(e.safeAt, now) {
+		e.expires, e.safeAt = expires, max(at, e.safeAt)
+	}
+}
+
 // insert adds a new entry for what a decision under p produced; the caller has
 // made room.
 func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) {
