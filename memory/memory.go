@@ -112,8 +112,7 @@ func New(opts ...Option) *Store {
 
 // now returns the store's time in microseconds since the epoch. Without a
 // Clock it reads the monotonic clock anchored to the wall clock once, like
-// sluice.SystemClock, without building a time.Time per call (and as a direct
-// call the compiler can inline).
+// sluice.SystemClock, without building a time.Time per call.
 func (s *Store) now() int64 {
 	if s.clock != nil {
 		return s.clock.Now().UnixMicro()
@@ -157,8 +156,8 @@ func (o *op) run(st *sluice.State, now int64) sluice.Result {
 
 // apply replaces the state of (p, key) with what o makes of it at the
 // store's now, under the shard lock, and stores it within the bounds; with o
-// nil, the common case, it decides a request of cost units itself (without
-// building an op or calling through one: about a tenth of a hot key's CPU).
+// nil, the common case, it decides a request of cost units itself, without
+// building an op or calling through one.
 // The state is changed in a copy (cheaper than passing states by value), so
 // a refusal keeps the stored one. consumes says whether an allowed result
 // consumed units (a log's buffer may grow). When the bounds leave no room it
@@ -202,8 +201,6 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 		logCap = nextLogCap(0, 0, &next, res.Allowed && consumes)
 		res, applied = s.insert(sh, h, id, p, &next, res, now, logCap)
 	}
-	// Unlocking on each path rather than in a defer keeps the slow paths,
-	// called out of line, from weighing on every decision's frame.
 	sh.mu.Unlock()
 	return res, applied
 }

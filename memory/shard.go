@@ -9,7 +9,8 @@ import (
 
 // shard is one lock stripe: a dense slice of entries and an index into it. The
 // dense slice makes sweeping and sampling for eviction cheap. The index is keyed
-// by the entry's 64-bit hash, which is cheaper than hashing two strings again.
+// by the hash each decision computes once, which is cheaper than hashing two
+// strings again.
 type shard struct {
 	mu      sync.Mutex
 	index   index
