@@ -123,7 +123,7 @@ func (s *Store) makeBatchRoom(reqs []sluice.Request, b []batchItem, results []sl
 		if j, ok := it.shard.find(it.hash, it.id); ok {
 			e := &it.shard.entries[j]
 			it.u = e.usage
-			it.needBytes -= entryBytes(len(e.key), e.logCap)
+			it.needBytes -= entryBytes(e.key.len(), e.logCap)
 		} else {
 			it.u = s.budgets.usage(r.Policy.Name)
 			it.needKeys = 1

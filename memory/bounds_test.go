@@ -256,3 +256,35 @@ func TestDenialUnderAChangedPolicyKeepsTheState(t *testing.T) {
 		t.Fatal("the victim's state was forgotten")
 	}
 }
+
+// A key of up to 15 bytes is held inside its entry: once the store has
+// room, storing a new one allocates nothing (a longer key allocates its copy).
+func TestNewShortKeyAllocatesNothing(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	s := memory.New(memory.WithClock(clock))
+	// Each state lasts a millisecond and the clock moves a microsecond per
+	// key, so about a thousand keys are live and sweeping keeps up.
+	l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Millisecond})
+	ctx := context.Background()
+	keys := make([]string, 50_000)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	next := 0
+	step := func() {
+		clock.Advance(time.Microsecond)
+		if _, err := l.Allow(ctx, keys[next%len(keys)]); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	for range 2 * len(keys) {
+		step()
+	}
+	if allocs := testing.AllocsPerRun(10_000, step); allocs > 0.01 {
+		t.Fatalf("%v allocations per new key, want 0", allocs)
+	}
+	if n := s.Len(); n > 4_000 {
+		t.Fatalf("%d keys stored, want about 1,000", n)
+	}
+}

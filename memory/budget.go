@@ -48,8 +48,15 @@ func entryBytes(keyLen int, logCap logCapacity) int64 {
 	return entryOverhead + keyBytesFactor*int64(keyLen) + int64(logCap)*logEntryBytes
 }
 
-// usage counts one policy's keys and bytes across all shards.
-type usage struct{ keys, bytes atomic.Int64 }
+// usage counts one policy's keys and bytes across all shards. Its entries
+// hold it instead of the policy's name, which every decision compares: the
+// padding keeps the counters, which every shard writes on an insertion, off
+// the name's cache line.
+type usage struct {
+	name        string
+	_           [48]byte
+	keys, bytes atomic.Int64
+}
 
 func (u *usage) add(bytes int64) {
 	u.keys.Add(1)
@@ -62,8 +69,8 @@ func (u *usage) release(bytes int64) {
 }
 
 // budgets holds every policy's usage, by policy name (the identity of its
-// state). It is read only when a new key is stored, never on a decision about
-// an existing key.
+// state). It is looked up only when a new key is stored, never on a decision
+// about an existing key.
 type budgets struct {
 	byName sync.Map     // string → *usage
 	seen   atomic.Int64 // policies that ever stored a key
@@ -73,7 +80,7 @@ func (b *budgets) usage(policy string) *usage {
 	if u, ok := b.byName.Load(policy); ok {
 		return u.(*usage)
 	}
-	u, loaded := b.byName.LoadOrStore(policy, new(usage))
+	u, loaded := b.byName.LoadOrStore(policy, &usage{name: policy})
 	if !loaded {
 		b.seen.Add(1)
 	}

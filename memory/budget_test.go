@@ -43,9 +43,9 @@ func TestLogCapTracksBuffer(t *testing.T) {
 					log = *e.log
 				}
 				if got := reflect.ValueOf(log).FieldByName("buf").Cap(); got != int(e.logCap) {
-					t.Fatalf("step %d key %q: tracked log capacity %d, buffer %d", step, e.key, e.logCap, got)
+					t.Fatalf("step %d key %q: tracked log capacity %d, buffer %d", step, e.key.String(), e.logCap, got)
 				}
-				sum += entryBytes(len(e.key), e.logCap)
+				sum += entryBytes(e.key.len(), e.logCap)
 			}
 			if sum != sh.bytes {
 				t.Fatalf("step %d: shard charges %d bytes, its entries %d", step, sh.bytes, sum)

@@ -1,6 +1,10 @@
 package memory
 
-import "github.com/sluicehq/sluice"
+import (
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
 
 // entryKey identifies a state: like a Redis key, it holds the policy's name and
 // algorithm, so two policies of one name and different algorithms keep
@@ -13,6 +17,60 @@ type entryKey struct {
 
 func idOf(p *sluice.Policy, key string) entryKey {
 	return entryKey{policy: p.Name, alg: algorithmIndex(p.Algorithm), key: key}
+}
+
+// keyText is a key as an entry holds it. A key of up to shortKeyLen bytes
+// lives inside the entry, so that finding an entry by it reads no memory
+// but the index and the entry (with many keys a separate copy of the key
+// is one more likely cache miss per decision), and storing it allocates
+// nothing. A longer key is held in a copy of its own.
+type keyText struct {
+	short [shortKeyLen + 1]byte // a short key's bytes, then its length or longKey
+	long  string                // a key longer than shortKeyLen; else ""
+}
+
+const (
+	shortKeyLen = 15
+	longKey     = 0xFF // in short's last byte: the key is in long
+)
+
+// keyTextOf returns key as an entry holds it. A long key is copied, so that
+// a stored key does not pin the caller's buffer (a request header, say) for
+// as long as it lives.
+func keyTextOf(key string) keyText {
+	var t keyText
+	if len(key) <= shortKeyLen {
+		copy(t.short[:], key)
+		t.short[shortKeyLen] = byte(len(key))
+	} else {
+		t.short[shortKeyLen] = longKey
+		t.long = strings.Clone(key)
+	}
+	return t
+}
+
+// is reports whether t holds key.
+func (t *keyText) is(key string) bool {
+	if n := t.short[shortKeyLen]; n != longKey {
+		return int(n) == len(key) && string(t.short[:n]) == key
+	}
+	return t.long == key
+}
+
+// len is the key's length in bytes.
+func (t *keyText) len() int {
+	if n := t.short[shortKeyLen]; n != longKey {
+		return int(n)
+	}
+	return len(t.long)
+}
+
+// String returns the key.
+func (t *keyText) String() string {
+	if n := t.short[shortKeyLen]; n != longKey {
+		return string(t.short[:n])
+	}
+	return t.long
 }
 
 // algorithmIndex is a's position in sluice.Algorithms.
@@ -32,19 +90,19 @@ func algorithmIndex(a sluice.Algorithm) uint8 {
 	return 5 // GCRA: the policy is valid
 }
 
-// entry is one key's state, 96 bytes: a decision reads and writes all of it
-// but usage, and with many keys what it costs is mostly how many cache lines
-// it spans — always two at 96 bytes, often three at 104. So the sliding
-// log's ring, which no other algorithm uses, lives behind a pointer, and of
-// the hash only the index's tag is kept.
+// entry is one key's state, 96 bytes: a decision reads all of it, and with
+// many keys what it costs is mostly how many cache lines it reads — always
+// two at 96 bytes, often three at 104, one more for a key held elsewhere. So
+// a short key is held inline in the space of two string headers, the policy's
+// name is its usage's, the sliding log's ring, which no other algorithm uses,
+// lives behind a pointer, and of the hash only the index's tag is kept.
 type entry struct {
 	tag     uint32 // tagOf the hash
 	logCap  logCapacity
 	alg     uint8
-	pinned  bool // part of a decision in progress: not to be evicted
-	key     string
-	policy  string
-	time    int64 // the state's Time, Count and Prev
+	pinned  bool    // part of a decision in progress: not to be evicted
+	key     keyText // the policy's name is usage's
+	time    int64   // the state's Time, Count and Prev
 	count   int64
 	prev    int64
 	log     *sluice.Log // the state's Log; nil until a log holds entries

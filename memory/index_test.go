@@ -18,7 +18,7 @@ func TestIndexMatchesAMap(t *testing.T) {
 		t.Run(strconv.FormatUint(tags, 10), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(tags, 7))
 			sh := new(shard)
-			u := new(usage)
+			u := &usage{name: "p"}
 			p := &sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
 			res := sluice.Result{ResetAfter: 1000}
 			want := map[string]int64{} // key → the state's Time

@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"strings"
 	"sync"
 
 	"github.com/sluicehq/sluice"
@@ -45,7 +44,7 @@ func (sh *shard) find(h uint64, id entryKey) (int32, bool) {
 			continue
 		}
 		pos := slotPos(slot)
-		if e := &sh.entries[pos]; e.key == id.key && e.policy == id.policy && e.alg == id.alg {
+		if e := &sh.entries[pos]; e.key.is(id.key) && e.alg == id.alg && e.usage.name == id.policy {
 			return pos, true
 		}
 	}
@@ -86,10 +85,8 @@ func (sh *shard) keep(i int32, p *sluice.Policy, res *sluice.Result, now int64) 
 // insert adds a new entry for what a decision under p produced; the caller has
 // made room.
 func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) {
-	// A clone keeps a stored key from pinning the caller's buffer (a request
-	// header, say) for as long as the key lives.
 	expires := now + res.ResetAfter.Microseconds()
-	e := entry{tag: tagOf(h), key: strings.Clone(id.key), policy: id.policy, alg: id.alg, usage: u,
+	e := entry{tag: tagOf(h), key: keyTextOf(id.key), alg: id.alg, usage: u,
 		expires: expires, safeAt: safeAt(p, res, now, expires), logCap: logCap}
 	e.store(st)
 	bytes := entryBytes(len(id.key), logCap)
@@ -155,7 +152,7 @@ func (sh *shard) remove(i int) {
 	last := len(sh.entries) - 1
 	e := &sh.entries[i]
 	sh.index.remove(e.tag, int32(i))
-	bytes := entryBytes(len(e.key), e.logCap)
+	bytes := entryBytes(e.key.len(), e.logCap)
 	sh.bytes -= bytes
 	e.usage.release(bytes)
 	if i != last {
