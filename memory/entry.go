@@ -111,7 +111,6 @@ type entry struct {
 	usage   *usage
 }
 
-// load copies the entry's state into *st.
 // logCapacity is the capacity of a sliding log's ring: a power of two (or 0)
 // that holds at most MaxSlidingLogLimit entries, so at most 16,384.
 type logCapacity uint16
@@ -119,6 +118,7 @@ type logCapacity uint16
 // The ring doubles when full: its capacity stays under twice the largest log.
 const _ = logCapacity(2 * sluice.MaxSlidingLogLimit)
 
+// load copies the entry's state into *st.
 func (e *entry) load(st *sluice.State) {
 	*st = sluice.State{Time: e.time, Count: e.count, Prev: e.prev}
 	if e.log != nil {
