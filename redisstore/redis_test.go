@@ -72,6 +72,7 @@ func TestSingle(t *testing.T) {
 	t.Run("Mode", func(t *testing.T) { testModeFunctions(t, srv, c) })
 	t.Run("TextState", func(t *testing.T) { testTextState(t, c) })
 	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
+	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, false) })
 }
 
 // TestCluster runs the same on a three-master Redis Cluster, where
@@ -92,6 +93,8 @@ func TestCluster(t *testing.T) {
 	t.Run("Open", func(t *testing.T) { testOpen(t, cl.URL()) })
 	t.Run("Mode", func(t *testing.T) { testModeCluster(t, cl, c) })
 	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
+	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, true) })
+	t.Run("BatchOneSlot", func(t *testing.T) { testBatch(t, tg.New, true, true) })
 }
 
 // counting wraps a Runner and counts the calls per script.
@@ -107,6 +110,15 @@ func (c *counting) Run(ctx context.Context, s *redisstore.Script, keys, args []s
 	c.runs[s.Name()]++
 	c.mu.Unlock()
 	return c.Runner.Run(ctx, s, keys, args, reply)
+}
+
+// Partition passes on the Runner's, so that the Store batches as it would
+// without the wrapper.
+func (c *counting) Partition(key string) (uint64, bool) {
+	if p, ok := c.Runner.(redisstore.Partitioner); ok {
+		return p.Partition(key)
+	}
+	return 0, false
 }
 
 func (c *counting) RunMulti(ctx context.Context, calls []redisstore.Call) {

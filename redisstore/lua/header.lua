@@ -1,7 +1,8 @@
 -- Sluice: helpers shared by every script. The function library (Redis 7+)
--- is this header, every algorithm's file, main.lua, batch.lua and reset.lua,
--- loaded once; a script (EVALSHA, the fall-back) is the same files and one
--- line calling decide_one, decide_all or reset_key. scripts.go assembles them.
+-- is this header, every algorithm's file, main.lua, reserve.lua, batch.lua and
+-- reset.lua, loaded once; a script (EVALSHA, the fall-back) is the files it
+-- needs and one line calling decide_one, reserve_one, decide_batch or
+-- reset_key. scripts.go assembles them.
 --
 -- Lua numbers are doubles. Every quantity here is an integer below 2^53
 -- (sluice.Policy.Validate sees to that), so + - * are exact and division goes
@@ -33,8 +34,8 @@ local function servertime()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- decide_seq reads and writes the string state of its one key once, however
--- many requests it decides: while HOLD is set, HELD says the key's value is
+-- decide_batch reads and writes the string state of a key once for a run of
+-- requests on it, however many: while HOLD is set, HELD says the key's value is
 -- held in HELD_VAL (false for a missing key) and DIRTY that it awaits its SET,
 -- to expire as of HELD_AT. In the function library they outlive a call, so
 -- init clears them.
