@@ -54,9 +54,13 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 			a.policy(p)
 			last = p
 		}
-		a.int(int64(j - i))
-		for _, x := range e.order[i:j] {
-			a.int(x.reqs[0].Cost)
+		if j == i+1 {
+			a.int(-w.reqs[0].Cost) // one request: its cost, negated
+		} else {
+			a.int(int64(j - i))
+			for _, x := range e.order[i:j] {
+				a.int(x.reqs[0].Cost)
+			}
 		}
 		e.requests += j - i - 1
 		e.keys = append(e.keys, w.keys[0])

@@ -48,21 +48,39 @@ local function pack_doubles(out, o)
   return table.concat(parts)
 end
 
+-- decide_into decides and commits one request, puts its reply in out after
+-- index o, and returns the new end of out.
+local function decide_into(alg, key, P, L, C, T, n, out, o)
+  local allowed, remaining, retry, reset, delay, w, reset_at = alg.decide(key, P, L, C, T, n, NOW)
+  if w then
+    alg.commit(key, w, reset_at)
+  end
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed and 1 or 0, remaining, retry, reset, delay
+  return o + 5
+end
+
 -- decide_batch: every decision queued for one node while its previous call
 -- was in flight (coalesce.go), at one instant, in order. Records follow now
 -- ('' = server TIME) in argv, each on the next keys:
 --   code, P, L, C, T, c, n1..nc  c requests of that policy on one key, each
 --                                with its cost, in order: each gets what it
---                                would have got alone in that order;
+--                                would have got alone in that order; a c of
+--                                -n or 0 (no n follow) is one request of
+--                                cost n: one argument less for the most
+--                                common run;
 --   c, n1..nc                    the same with the previous record's policy;
 --   'a', k, then k times code, P, L, C, T, n
 --                                all or nothing over k keys, as DecideAll.
--- A run of requests on one key reads its string state once and writes it
--- once, after the last (HOLD; the sliding log's list excepted).
+-- A run of several requests on one key reads its string state once and
+-- writes it once, after the last (HOLD; the sliding log's list excepted); the
+-- string states of all the keys are read with one MGET first.
 -- Reply: allowed, remaining, retry_after, reset_after, delay per request, in
 -- order, as packed doubles.
 local function decide_batch(keys, argv)
   init(argv[1])
+  if #keys > 1 and #keys <= 128 then -- a large DecideAll set alone reads key by key
+    prefetch(keys)
+  end
   local out, o, ki, i = {}, 0, 1, 2
   local alg, P, L, C, T
   while i <= #argv do
@@ -79,17 +97,18 @@ local function decide_batch(keys, argv)
         i = i + 5
       end
       local key = keys[ki]
-      HOLD = true
-      for j = i + 1, i + c do
-        local allowed, remaining, retry, reset, delay, w, reset_at = alg.decide(key, P, L, C, T, tonumber(argv[j]), NOW)
-        if w then
-          alg.commit(key, w, reset_at)
+      if c <= 0 then
+        o = decide_into(alg, key, P, L, C, T, 0 - c, out, o)
+        i = i + 1
+      else
+        HOLD = true
+        for j = i + 1, i + c do
+          o = decide_into(alg, key, P, L, C, T, tonumber(argv[j]), out, o)
         end
-        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed and 1 or 0, remaining, retry, reset, delay
-        o = o + 5
+        release(key)
+        i = i + 1 + c
       end
-      release(key)
-      ki, i = ki + 1, i + 1 + c
+      ki = ki + 1
     end
   end
   return pack_doubles(out, o)
