@@ -117,3 +117,33 @@ func testBatch(t *testing.T, newStore func(t *testing.T, opts ...redisstore.Opti
 		t.Errorf("%d calls for %d items: none shared a call", calls, items)
 	}
 }
+
+// testLargeSet: a DecideAll set far above the batch bound goes alone and is
+// decided all or nothing, its long reply intact (packed in several parts).
+func testLargeSet(t *testing.T, newStore func(t *testing.T, opts ...redisstore.Option) *redisstore.Store) {
+	const keys = 250 // 1,250 reply values
+	s := newStore(t, redisstore.WithClock(storetest.NewClock(storetest.Epoch)))
+	p := &sluice.Policy{Name: "large", Algorithm: sluice.GCRA, Limit: 5, Period: time.Minute}
+	reqs := make([]sluice.Request, keys)
+	for i := range reqs {
+		reqs[i] = sluice.Request{Policy: p, Key: fmt.Sprintf("k%d", i), Cost: 1 + int64(i%2)}
+	}
+	res := make([]sluice.Result, keys)
+	if err := s.DecideAll(context.Background(), reqs, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if want := 4 - int64(i%2); !r.Allowed || r.Remaining != want {
+			t.Fatalf("request %d: %+v; want admitted with %d remaining", i, r, want)
+		}
+	}
+	reqs[keys-1].Cost = 5 // more than is left: the whole set is denied
+	if err := s.DecideAll(context.Background(), reqs, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if want := 4 - int64(i%2); r.Allowed || r.Remaining != want || r.RetryAfter != res[0].RetryAfter || r.RetryAfter <= 0 {
+			t.Fatalf("request %d of the denied set: %+v; want denied, %d remaining, the set's RetryAfter", i, r, want)
+		}
+	}
+}

@@ -73,6 +73,7 @@ func TestSingle(t *testing.T) {
 	t.Run("TextState", func(t *testing.T) { testTextState(t, c) })
 	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
 	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, false) })
+	t.Run("LargeSet", func(t *testing.T) { testLargeSet(t, tg.New) })
 }
 
 // TestCluster runs the same on a three-master Redis Cluster, where

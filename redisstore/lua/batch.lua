@@ -37,26 +37,15 @@ end
 -- pack_doubles packs out[1..o] as little-endian doubles, in chunks: unpack
 -- of a very long list would overflow Lua's stack.
 local function pack_doubles(out, o)
-  if o <= 200 then
+  if o <= 1000 then
     return struct.pack('<' .. string.rep('d', o), unpack(out, 1, o))
   end
   local parts = {}
-  for s = 1, o, 200 do
-    local e = math.min(o, s + 199)
+  for s = 1, o, 1000 do
+    local e = math.min(o, s + 999)
     parts[#parts + 1] = struct.pack('<' .. string.rep('d', e - s + 1), unpack(out, s, e))
   end
   return table.concat(parts)
-end
-
--- decide_into decides and commits one request, puts its reply in out after
--- index o, and returns the new end of out.
-local function decide_into(alg, key, P, L, C, T, n, out, o)
-  local allowed, remaining, retry, reset, delay, w, reset_at = alg.decide(key, P, L, C, T, n, NOW)
-  if w then
-    alg.commit(key, w, reset_at)
-  end
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed and 1 or 0, remaining, retry, reset, delay
-  return o + 5
 end
 
 -- decide_batch: every decision queued for one node while its previous call
@@ -96,19 +85,25 @@ local function decide_batch(keys, argv)
         c = tonumber(argv[i + 5])
         i = i + 5
       end
-      local key = keys[ki]
+      -- A lone request's cost is its token; several read and write the
+      -- key once (HOLD).
+      local key, from, to, cost = keys[ki], i + 1, i + c, nil
       if c <= 0 then
-        o = decide_into(alg, key, P, L, C, T, 0 - c, out, o)
-        i = i + 1
-      else
-        HOLD = true
-        for j = i + 1, i + c do
-          o = decide_into(alg, key, P, L, C, T, tonumber(argv[j]), out, o)
-        end
-        release(key)
-        i = i + 1 + c
+        from, to, cost = i, i, 0 - c
       end
-      ki = ki + 1
+      HOLD = c > 1
+      for j = from, to do
+        local allowed, remaining, retry, reset, delay, w, reset_at = alg.decide(key, P, L, C, T, cost or tonumber(argv[j]), NOW)
+        if w then
+          alg.commit(key, w, reset_at)
+        end
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed and 1 or 0, remaining, retry, reset, delay
+        o = o + 5
+      end
+      if HOLD then
+        release(key)
+      end
+      ki, i = ki + 1, to + 1
     end
   end
   return pack_doubles(out, o)
