@@ -54,9 +54,9 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 			a.policy(p)
 			last = p
 		}
-		if j == i+1 {
+		if j == i+1 && w.reqs[0].Cost >= 0 {
 			a.int(-w.reqs[0].Cost) // one request: its cost, negated
-		} else {
+		} else { // (a negative cost, which the Limiter refuses, must not read as a count)
 			a.int(int64(j - i))
 			for _, x := range e.order[i:j] {
 				a.int(x.reqs[0].Cost)

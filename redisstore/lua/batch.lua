@@ -34,16 +34,29 @@ local function all_or_nothing(keys, k0, k, argv, b, out, o)
   end
 end
 
+-- PACK holds struct formats of n doubles by n: in the function library it
+-- outlives a call, which then builds no format string.
+local PACK = {}
+
+local function pack_format(n)
+  local f = PACK[n]
+  if not f then
+    f = '<' .. string.rep('d', n)
+    PACK[n] = f
+  end
+  return f
+end
+
 -- pack_doubles packs out[1..o] as little-endian doubles, in chunks: unpack
 -- of a very long list would overflow Lua's stack.
 local function pack_doubles(out, o)
   if o <= 1000 then
-    return struct.pack('<' .. string.rep('d', o), unpack(out, 1, o))
+    return struct.pack(pack_format(o), unpack(out, 1, o))
   end
   local parts = {}
   for s = 1, o, 1000 do
     local e = math.min(o, s + 999)
-    parts[#parts + 1] = struct.pack('<' .. string.rep('d', e - s + 1), unpack(out, s, e))
+    parts[#parts + 1] = struct.pack(pack_format(e - s + 1), unpack(out, s, e))
   end
   return table.concat(parts)
 end
