@@ -62,24 +62,12 @@ func FuzzBatch(f *testing.F) {
 			return
 		}
 		s.runBatch(context.Background(), batch)
-		ctx := context.Background()
 		for i, w := range arrange(batch) {
 			if w.err != nil {
 				t.Fatal(w.err)
 			}
-			want := make([]sluice.Result, len(w.reqs))
-			if w.all {
-				err = ref.DecideAll(ctx, w.reqs, want)
-			} else {
-				want[0], err = ref.Decide(ctx, w.reqs[0])
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k := range want {
-				if w.results[k] != want[k] {
-					t.Fatalf("item %d of %d (%+v, all %v): got %+v, want %+v", i, len(batch), w.reqs[k], w.all, w.results[k], want[k])
-				}
+			if err := CheckAlone(ref, BatchItem{Reqs: w.reqs, All: w.all, Results: w.results}); err != nil {
+				t.Fatalf("item %d of %d: %v", i, len(batch), err)
 			}
 		}
 	})

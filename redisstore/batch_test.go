@@ -92,21 +92,8 @@ func testBatch(t *testing.T, newStore func(t *testing.T, opts ...redisstore.Opti
 			calls++
 			for j, it := range batch {
 				items++
-				want := make([]sluice.Result, len(it.Reqs))
-				var err error
-				if it.All {
-					err = ref.DecideAll(ctx, it.Reqs, want)
-				} else {
-					want[0], err = ref.Decide(ctx, it.Reqs[0])
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				for k := range want {
-					if got := it.Results[k]; got != want[k] {
-						t.Fatalf("round %d, batch %d of %d items, item %d (%+v, all %v): got %+v, want %+v as alone in that order",
-							round, i, len(batch), j, it.Reqs[k], it.All, got, want[k])
-					}
+				if err := redisstore.CheckAlone(ref, it); err != nil {
+					t.Fatalf("round %d, batch %d of %d items, item %d: %v", round, i, len(batch), j, err)
 				}
 			}
 		}

@@ -166,17 +166,32 @@ func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
 }
 
 // runBatch decides batch in one call and sets every waiter's results or
-// error.
+// error. A lone request goes by decide_one (main.lua), which costs Redis
+// less than a batch of one.
 func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	b := s.encodeBatch(batch)
-	reply := make([]int64, batchStride*b.requests)
-	err := s.run.Run(ctx, b.script, b.keys, b.args, reply)
+	var (
+		script *Script
+		order  []*waiter
+		reply  []int64
+		stride int
+		err    error
+	)
+	if w := batch[0]; len(batch) == 1 && !w.all {
+		script, order, stride = scriptFor(w.reqs[0].Policy.Algorithm), batch, replyLen
+		reply = make([]int64, replyLen)
+		err = s.run.Run(ctx, script, w.keys, s.requestArgs(modeWrite, w.reqs[0], s.now(), false, 0, 0), reply)
+	} else {
+		b := s.encodeBatch(batch)
+		script, order, stride = b.script, b.order, batchStride
+		reply = make([]int64, batchStride*b.requests)
+		err = s.run.Run(ctx, script, b.keys, b.args, reply)
+	}
 	off := 0
-	for _, w := range b.order {
+	for _, w := range order {
 		if err != nil {
-			w.err = scriptError(b.script, err)
+			w.err = scriptError(script, err)
 			continue
 		}
 		if w.results == nil {
@@ -184,11 +199,11 @@ func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
 		}
 		for i, r := range w.reqs {
 			w.results[i] = result(r.Policy, reply[off:])
-			off += batchStride
+			off += stride
 		}
 	}
 	if s.onBatch != nil {
-		s.onBatch(b.order)
+		s.onBatch(order)
 	}
 	for _, w := range batch {
 		if w.done != nil {

@@ -1,6 +1,11 @@
 package redisstore
 
-import "github.com/sluicehq/sluice"
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice"
+)
 
 // BatchItem is one item of a batch as a test sees it: a Decide's request, or
 // a DecideAll set (All).
@@ -21,4 +26,26 @@ func OnBatch(s *Store, f func([]BatchItem)) {
 		}
 		f(items)
 	}
+}
+
+// CheckAlone decides the item's requests alone on ref (a store at the same
+// instant, e.g. the memory store) and reports how its Results differ.
+func CheckAlone(ref sluice.Store, it BatchItem) error {
+	ctx := context.Background()
+	want := make([]sluice.Result, len(it.Reqs))
+	var err error
+	if it.All {
+		err = ref.DecideAll(ctx, it.Reqs, want)
+	} else {
+		want[0], err = ref.Decide(ctx, it.Reqs[0])
+	}
+	if err != nil {
+		return err
+	}
+	for k := range want {
+		if it.Results[k] != want[k] {
+			return fmt.Errorf("request %d (%+v, all %v): got %+v, want %+v as alone in that order", k, it.Reqs[k], it.All, it.Results[k], want[k])
+		}
+	}
+	return nil
 }

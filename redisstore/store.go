@@ -142,9 +142,9 @@ func (s *Store) Close() {
 	}
 }
 
-// Decide implements sluice.Store: one FCALL (or EVALSHA) of the batch
-// script, shared with the Decides and DecideAlls queued for the same node
-// meanwhile (coalesce.go).
+// Decide implements sluice.Store: one FCALL (or EVALSHA) of its algorithm's
+// function when it is alone, else a batch shared with the Decides and
+// DecideAlls queued for the same node meanwhile (coalesce.go).
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	w := &waiter{ctx: ctx}
 	w.one[0], w.oneKey[0] = req, redisKey(s.prefix, req.Policy, req.Key)
