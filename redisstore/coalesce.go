@@ -8,135 +8,152 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// Same-key coalescing: while one call for a (policy, key) is in flight, more
-// Decides on it queue up, and the next call decides the whole queue in
-// arrival order at once (seq.lua), each request getting what it would have
-// got alone in that order. A hot key then costs Redis one call per group, not
-// per decision. The first request makes its own call; when a call ends, the
-// queue behind it is decided by the next, one goroutine per group: no request
+// Group commit: while a call to a Redis node is in flight, the Decides (and
+// the DecideAll sets) for that node queue up, and when it returns the queue
+// goes as the next call, one batch script (decide_batch in batch.lua) that
+// decides every item at one instant. A lone decision goes at once, so light
+// load adds no latency; under load Redis pays its per-call costs (command
+// dispatch, TIME, the reply, the socket) once per batch instead of once per
+// decision, and a hot key is read and written once per batch. No request
 // waits for more than the call before it and its own.
+//
+// Order: items on one key are decided in arrival order, except that the
+// single requests on one (policy, key) are decided one after the other at the
+// place of the first of them. Every item of a batch was pending at once, so
+// that is an order they could have had alone.
 
-// maxGroup bounds the requests one call decides.
-const maxGroup = 64
+// maxBatch bounds the requests one call decides (a larger DecideAll set goes
+// alone), so that a call stays short.
+const maxBatch = 64
 
-// flightKey is what a queue shares: one policy (so one P, L, C, T) and one key.
-type flightKey struct {
-	p   *sluice.Policy
-	key string
+// Partitioner is implemented by Runners that know where keys live: keys of
+// one partition can always share a script (Colocated). The Store keeps one
+// queue per partition — per Redis, per Cluster slot, per shard. With a Runner
+// that is no Partitioner, or for a key whose partition it cannot tell, only
+// requests on one key share calls.
+type Partitioner interface {
+	// Partition returns the partition of key, false when it cannot tell.
+	Partition(key string) (uint64, bool)
 }
 
-// flights holds a queue per flightKey with a call in flight.
-type flights struct {
+// queueKey names a queue: a partition, or one Redis key.
+type queueKey struct {
+	part uint64
+	key  string // set when the Runner cannot tell key's partition
+}
+
+// queues holds a queue per queueKey with a call in flight.
+type queues struct {
 	mu sync.Mutex
-	m  map[flightKey][]*waiter
+	m  map[queueKey][]*waiter
 }
 
-// waiter is one queued Decide.
+// waiter is one queued item: a Decide's request, or a DecideAll set (all).
 type waiter struct {
-	ctx  context.Context
-	req  sluice.Request
-	done chan struct{} // closed when res and err are set
-	res  sluice.Result
-	err  error
+	ctx     context.Context
+	reqs    []sluice.Request
+	keys    []string
+	all     bool
+	done    chan struct{} // closed when the results are set; nil for a call's first item
+	results []sluice.Result
+	err     error
+	one     [1]sluice.Request // a Decide's reqs
+	oneKey  [1]string         // and keys
+	oneRes  [1]sluice.Result  // and results
 }
 
-// decideCoalesced decides req, sharing a call with concurrent Decides on the
-// same policy and key.
-func (s *Store) decideCoalesced(ctx context.Context, req sluice.Request) (sluice.Result, error) {
-	fk := flightKey{req.Policy, req.Key}
-	s.fl.mu.Lock()
-	queue, busy := s.fl.m[fk]
-	if !busy {
-		if s.fl.m == nil {
-			s.fl.m = map[flightKey][]*waiter{}
-		}
-		s.fl.m[fk] = nil // a call is in flight: later Decides queue
-		s.fl.mu.Unlock()
-		r, err := s.decideOne(ctx, req)
-		s.handOff(fk)
-		return r, err
+// submit decides w in the queue of its node: at once if no call is in flight
+// there, else in the call after the one in flight.
+func (s *Store) submit(w *waiter) error {
+	qk, ok := s.queueOf(w.keys)
+	if !ok {
+		s.runBatch(w.ctx, []*waiter{w})
+		return w.err
 	}
-	w := &waiter{ctx: ctx, req: req, done: make(chan struct{})}
-	s.fl.m[fk] = append(queue, w)
-	s.fl.mu.Unlock()
+	s.q.mu.Lock()
+	queue, busy := s.q.m[qk]
+	if !busy {
+		if s.q.m == nil {
+			s.q.m = map[queueKey][]*waiter{}
+		}
+		s.q.m[qk] = nil // a call is in flight: later items queue
+		s.q.mu.Unlock()
+		s.runBatch(w.ctx, []*waiter{w})
+		s.handOff(qk)
+		return w.err
+	}
+	if w.all {
+		// The caller's slice may be reused once it returns: the batch must
+		// not read it after that.
+		w.reqs = append([]sluice.Request(nil), w.reqs...)
+	}
+	w.done = make(chan struct{})
+	s.q.m[qk] = append(queue, w)
+	s.q.mu.Unlock()
 	select {
 	case <-w.done:
-		return w.res, w.err
-	case <-ctx.Done():
-		// The group may still decide this request: an error for a request
+		return w.err
+	case <-w.ctx.Done():
+		// The batch may still decide this item: an error for a request
 		// that was counted errs on the safe side.
-		return sluice.Result{}, ctx.Err()
+		return w.ctx.Err()
 	}
 }
 
-// handOff ends a call on fk: the queue behind it, up to maxGroup, is decided
-// by the next call, on a goroutine of its own so that every waiter returns
-// when its own context ends; with no queue, fk has no call in flight any
-// more.
-func (s *Store) handOff(fk flightKey) {
-	s.fl.mu.Lock()
-	defer s.fl.mu.Unlock()
-	queue := s.fl.m[fk]
+// queueOf returns the queue of an item on keys, false if it has none (a set
+// whose partition the Runner cannot tell goes alone).
+func (s *Store) queueOf(keys []string) (queueKey, bool) {
+	if s.part == nil {
+		return queueKey{key: keys[0]}, len(keys) == 1
+	}
+	p, ok := s.part.Partition(keys[0])
+	if !ok {
+		return queueKey{key: keys[0]}, len(keys) == 1
+	}
+	for _, k := range keys[1:] {
+		if q, ok := s.part.Partition(k); !ok || q != p {
+			return queueKey{}, false
+		}
+	}
+	return queueKey{part: p}, true
+}
+
+// handOff ends a call on qk: the queue behind it, up to maxBatch requests, is
+// decided by the next call, on a goroutine of its own so that every waiter
+// returns when its own context ends; with no queue, qk has no call in flight
+// any more.
+func (s *Store) handOff(qk queueKey) {
+	s.q.mu.Lock()
+	defer s.q.mu.Unlock()
+	queue := s.q.m[qk]
 	if len(queue) == 0 {
-		delete(s.fl.m, fk)
+		delete(s.q.m, qk)
 		return
 	}
-	n := min(len(queue), maxGroup)
-	group := queue[:n:n]
-	s.fl.m[fk] = queue[n:]
+	n, size := 1, len(queue[0].reqs)
+	for n < len(queue) && size+len(queue[n].reqs) <= maxBatch {
+		size += len(queue[n].reqs)
+		n++
+	}
+	batch := queue[:n:n]
+	s.q.m[qk] = queue[n:]
 	go func() {
-		s.runGroup(group)
-		s.handOff(fk)
+		ctx, cancel := batchContext(batch)
+		s.runBatch(ctx, batch)
+		cancel()
+		s.handOff(qk)
 	}()
 }
 
-// runGroup decides a group in one call and sets every waiter's result. The
-// call runs until the latest of the waiters' deadlines, not the first's: a
-// waiter that queued last must not fail early because the leader's deadline
-// came first, nor every waiter because one of them went away.
-func (s *Store) runGroup(group []*waiter) {
-	gctx, gcancel := groupContext(group)
-	defer gcancel()
-	if len(group) == 1 {
-		w := group[0]
-		w.res, w.err = s.decideOne(gctx, w.req)
-		close(w.done)
-		return
-	}
-	ctx, cancel := s.bound(gctx)
-	defer cancel()
-	p := group[0].req.Policy
-	P, L, C, T := policyInts(p)
-	vals := make([]int64, 0, 5+len(group))
-	vals = append(vals, s.now(), P, L, C, T)
-	for _, w := range group {
-		vals = append(vals, w.req.Cost)
-	}
-	args := make([]string, len(vals))
-	formatInts(args, vals)
-	if s.clock == nil {
-		args[0] = "" // server TIME
-	}
-	script := seqScriptFor(p.Algorithm)
-	reply := make([]int64, seqStride*len(group))
-	err := s.run.Run(ctx, script, []string{redisKey(s.prefix, p, group[0].req.Key)}, args, reply)
-	for i, w := range group {
-		if err != nil {
-			w.err = scriptError(script, err)
-		} else {
-			w.res = result(p, reply[seqStride*i:])
-		}
-		close(w.done)
-	}
-}
-
-// groupContext carries the first waiter's values, none of the waiters'
+// batchContext carries the first waiter's values, none of the waiters'
 // cancellations, and the latest of their deadlines (none if one has none:
-// the store's own timeout still bounds the call).
-func groupContext(group []*waiter) (context.Context, context.CancelFunc) {
-	base := context.WithoutCancel(group[0].ctx)
+// the store's own timeout still bounds the call). A waiter that queued last
+// must not fail early because another's deadline came first, nor every
+// waiter because one of them went away.
+func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(batch[0].ctx)
 	var latest time.Time
-	for _, w := range group {
+	for _, w := range batch {
 		dl, ok := w.ctx.Deadline()
 		if !ok {
 			return base, func() {}
@@ -148,5 +165,49 @@ func groupContext(group []*waiter) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(base, latest)
 }
 
-// seqStride is the number of integers per request in seq.lua's reply.
-const seqStride = 5
+// runBatch decides batch in one call and sets every waiter's results or
+// error. A lone request goes by decide_one (main.lua), which costs Redis
+// less than a batch of one.
+func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var (
+		script *Script
+		order  []*waiter
+		reply  []int64
+		stride int
+		err    error
+	)
+	if w := batch[0]; len(batch) == 1 && !w.all {
+		script, order, stride = scriptFor(w.reqs[0].Policy.Algorithm), batch, replyLen
+		reply = make([]int64, replyLen)
+		err = s.run.Run(ctx, script, w.keys, s.requestArgs(modeWrite, w.reqs[0], s.now(), false, 0, 0), reply)
+	} else {
+		b := s.encodeBatch(batch)
+		script, order, stride = b.script, b.order, batchStride
+		reply = make([]int64, batchStride*b.requests)
+		err = s.run.Run(ctx, script, b.keys, b.args, reply)
+	}
+	off := 0
+	for _, w := range order {
+		if err != nil {
+			w.err = scriptError(script, err)
+			continue
+		}
+		if w.results == nil {
+			w.results = make([]sluice.Result, len(w.reqs))
+		}
+		for i, r := range w.reqs {
+			w.results[i] = result(r.Policy, reply[off:])
+			off += stride
+		}
+	}
+	if s.onBatch != nil {
+		s.onBatch(order)
+	}
+	for _, w := range batch {
+		if w.done != nil {
+			close(w.done)
+		}
+	}
+}

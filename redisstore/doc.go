@@ -1,7 +1,7 @@
 // Package redisstore is Sluice's Redis store: the state of every (policy, key)
 // lives in Redis or Redis Cluster, shared by every process that uses it, and
-// each decision is one Lua function run atomically by the server — one round
-// trip.
+// decisions are made by Lua functions run atomically by the server — one
+// round trip, shared by the decisions queued meanwhile (see Batching).
 //
 // # Functions or scripts
 //
@@ -100,15 +100,31 @@
 // time read as a Unix time, which covers a client clock behind the server's.
 // A refund (below) that leaves a key initial deletes it.
 //
-// # Hot keys
+// # Batching: group commit
 //
-// Concurrent Decides on one (policy, key) in one process share calls: while
-// a call for it is in flight the others queue, and the next call decides the
-// whole queue (up to 64) in arrival order at one instant, each request
-// getting exactly the result it would have got alone in that order. A hot
-// key at 64 callers then costs a few calls per hundred decisions instead of
-// one each. A queued Decide waits for the call ahead of it, so its latency is
-// up to two calls; the group's call runs under its first request's context.
+// Decisions share calls. While a call to a Redis node is in flight, the
+// Decides for keys on that node — and the DecideAll sets whose keys all live
+// there — queue up in the process; when the call returns, the queue (up to 64
+// requests) goes as the next call, one batch function that decides every item
+// at one instant, each getting exactly the result it would have got alone in
+// that order. A lone decision goes at once, so light load adds no latency;
+// under load a queued Decide waits for the call ahead of it, so its latency is
+// up to two calls. Redis then pays its per-call costs (command dispatch, TIME,
+// the reply, the socket) once per batch, reads the string states of the
+// batch's keys with one MGET, and reads and writes a hot key once per batch
+// however many of the batch's requests it decides: at 64 callers a few calls
+// per hundred decisions. Items on one key are decided in arrival order, the
+// single requests on one (policy, key) one after the other at the place of
+// the first (every item of a batch was pending at once, so that is an order
+// they could have had).
+//
+// There is one queue per node: per Redis server, per shard of a sharded store,
+// and per hash slot on a Cluster (a function's keys must share a slot there,
+// so on a Cluster it is mostly requests on one key that share calls). A
+// Runner from elsewhere batches the same way if it implements Partitioner,
+// else only requests on one key share calls. A batch's call runs until the
+// latest of its members' deadlines; each waiter returns at its own. A failed
+// call fails every member with its error.
 //
 // # Several limits at once
 //
@@ -116,7 +132,7 @@
 // live:
 //
 //   - On a single Redis (or one behind Sentinel), and on a Cluster when every
-//     key hashes to one slot, one batch script decides every request, writes
+//     key hashes to one slot, the batch function decides every request, writes
 //     them all only if all are admitted, and otherwise answers each key as a
 //     peek sees it, denied, with the largest RetryAfter: exactly the memory
 //     store's answer, atomically. A prefix holding a hash tag, such as

@@ -152,3 +152,12 @@ func (l *lazyRunner) Close() {
 	}
 	l.mu.Unlock()
 }
+
+// Partition implements Partitioner: the client's once connected; before, a
+// slot's, which is right for any kind of Redis.
+func (l *lazyRunner) Partition(key string) (uint64, bool) {
+	if r := l.runner.Load(); r != nil {
+		return r.Partition(key)
+	}
+	return uint64(Slot(key)), true
+}

@@ -115,6 +115,7 @@ func TestScriptsMode(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) { rstest.Conformance(t, tg) })
 	t.Run("Differential", func(t *testing.T) { rstest.Differential(t, tg, 500, false) })
 	t.Run("NoScript", func(t *testing.T) { rstest.NoScript(t, tg) })
+	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, false) })
 	if got := calls(t, srv, "fcall"); got != 0 {
 		t.Errorf("%d FCALLs attempted, want none once FUNCTION LOAD was refused", got)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/sluicehq/sluice/redisstore/internal/rstest"
 )
 
-// testPaths checks which way each call goes: one script per Decide; one batch
-// script for DecideAll on one node or one slot; on a Cluster with keys in
+// testPaths checks which way each call goes: one script per lone Decide;
+// one batch script for DecideAll on one node or one slot; on a Cluster with keys in
 // several slots, a pipelined dry run and one reservation per key.
 func testPaths(t *testing.T, c rueidis.Client, cluster bool) {
 	ctx := context.Background()

@@ -72,6 +72,8 @@ func TestSingle(t *testing.T) {
 	t.Run("Mode", func(t *testing.T) { testModeFunctions(t, srv, c) })
 	t.Run("TextState", func(t *testing.T) { testTextState(t, c) })
 	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
+	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, false) })
+	t.Run("LargeSet", func(t *testing.T) { testLargeSet(t, tg.New) })
 }
 
 // TestCluster runs the same on a three-master Redis Cluster, where
@@ -93,6 +95,8 @@ func TestCluster(t *testing.T) {
 	t.Run("Open", func(t *testing.T) { testOpen(t, cl.URL()) })
 	t.Run("Mode", func(t *testing.T) { testModeCluster(t, cl, c) })
 	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
+	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, true) })
+	t.Run("BatchOneSlot", func(t *testing.T) { testBatch(t, tg.New, true, true) })
 }
 
 // counting wraps a Runner and counts the calls per script.
@@ -108,6 +112,15 @@ func (c *counting) Run(ctx context.Context, s *redisstore.Script, keys, args []s
 	c.runs[s.Name()]++
 	c.mu.Unlock()
 	return c.Runner.Run(ctx, s, keys, args, reply)
+}
+
+// Partition passes on the Runner's, so that the Store batches as it would
+// without the wrapper.
+func (c *counting) Partition(key string) (uint64, bool) {
+	if p, ok := c.Runner.(redisstore.Partitioner); ok {
+		return p.Partition(key)
+	}
+	return 0, false
 }
 
 func (c *counting) RunMulti(ctx context.Context, calls []redisstore.Call) {

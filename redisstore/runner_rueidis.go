@@ -187,3 +187,12 @@ func copyReply(res rueidis.RedisResult, reply []int64) error {
 	}
 	return nil
 }
+
+// Partition implements Partitioner: one partition on a standalone or
+// Sentinel-managed Redis, a slot's on a Cluster.
+func (r *rueidisRunner) Partition(key string) (uint64, bool) {
+	if r.cluster {
+		return uint64(Slot(key)), true
+	}
+	return 0, true
+}

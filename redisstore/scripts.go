@@ -11,8 +11,9 @@ import (
 )
 
 // The Lua sources. Each algorithm is one file defining ALG.<code>; header.lua
-// holds what they share, main.lua runs one request and batch.lua an
-// all-or-nothing set of them.
+// holds what they share, main.lua runs one request (the cross-slot path's dry
+// runs, reservations and refunds) and batch.lua a batch of requests and
+// all-or-nothing sets.
 var (
 	//go:embed lua/header.lua
 	luaHeader string
@@ -34,8 +35,6 @@ var (
 	luaBatch string
 	//go:embed lua/reset.lua
 	luaReset string
-	//go:embed lua/seq.lua
-	luaSeq string
 )
 
 // Script is one of this package's Lua programs, as a Runner sees it. On a
@@ -81,7 +80,7 @@ type lib struct{ name, src string }
 // algorithm (the leaky bucket's file needs GCRA's), then the entry points.
 func body() []string {
 	return []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
-		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaSeq, luaReserve, luaBatch, luaReset}
+		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaReserve, luaBatch, luaReset}
 }
 
 func buildLibrary() lib {
@@ -105,12 +104,12 @@ type entry struct {
 func (e entry) call(keys, argv string) string {
 	switch e.code {
 	case "batch":
-		return "decide_all(" + keys + ", " + argv + ")"
+		return "decide_batch(" + keys + ", " + argv + ")"
 	case "reset":
 		return "reset_key(" + keys + ")"
 	}
-	if alg, ok := strings.CutSuffix(e.code, seqSuffix); ok {
-		return "decide_seq(ALG." + alg + ", " + keys + ", " + argv + ")"
+	if strings.HasSuffix(e.code, batchSuffix) {
+		return "decide_batch(" + keys + ", " + argv + ")"
 	}
 	if alg, ok := strings.CutSuffix(e.code, reserveSuffix); ok {
 		return "reserve_one(ALG." + alg + ", " + keys + ", " + argv + ")"
@@ -126,8 +125,8 @@ func allScripts() []entry {
 			files = []string{luaHeader, luaGCRA, luaLeakyBucket, luaMain}
 		}
 		es = append(es, entry{name: string(a), code: algoCode(a), files: files})
-		seq := append(files[:len(files)-1:len(files)-1], luaSeq)
-		es = append(es, entry{name: string(a) + seqSuffix, code: algoCode(a) + seqSuffix, files: seq})
+		batch := append(files[:len(files)-1:len(files)-1], luaBatch)
+		es = append(es, entry{name: string(a) + batchSuffix, code: algoCode(a) + batchSuffix, files: batch})
 		if sluice.Reservable(a) {
 			reserve := append(files[:len(files)-1:len(files)-1], luaReserve)
 			es = append(es, entry{name: string(a) + reserveSuffix, code: algoCode(a) + reserveSuffix, files: reserve})
@@ -196,13 +195,12 @@ var (
 	scriptReset = scripts["reset"]
 )
 
-// seqSuffix marks the entry points deciding several requests on one key in
-// order (seq.lua), one per algorithm.
-const seqSuffix = "_seq"
+// batchSuffix marks the batch scripts holding one algorithm: as scripts
+// (EVALSHA) they run a smaller chunk than scriptBatch, which holds them all.
+const batchSuffix = "_batch"
 
-// seqScriptFor returns the script deciding several requests of algorithm a
-// on one key in order.
-func seqScriptFor(a sluice.Algorithm) *Script { return scripts[algoCode(a)+seqSuffix] }
+// batchScriptFor returns the batch script of requests all of algorithm a.
+func batchScriptFor(a sluice.Algorithm) *Script { return scripts[algoCode(a)+batchSuffix] }
 
 // scriptFor returns the single-request script of algorithm a.
 func scriptFor(a sluice.Algorithm) *Script {

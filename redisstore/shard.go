@@ -273,3 +273,18 @@ func shardName(raw string) (string, error) {
 	}
 	return name, nil
 }
+
+// Partition implements Partitioner: the shard and its Runner's partition of
+// key, false when that Runner cannot tell.
+func (r *ShardedRunner) Partition(key string) (uint64, bool) {
+	sh := r.ShardOf(key)
+	inner, ok := r.shards[sh].Runner.(Partitioner)
+	if !ok {
+		return 0, false
+	}
+	p, ok := inner.Partition(key)
+	if !ok || p >= 1<<32 {
+		return 0, false
+	}
+	return uint64(sh)<<32 | p, true
+}

@@ -194,6 +194,7 @@ func TestSharded(t *testing.T) {
 	t.Run("Differential", func(t *testing.T) { rstest.Differential(t, tg, 600, false) })
 	t.Run("NoScript", func(t *testing.T) { rstest.NoScript(t, tg) })
 	t.Run("CrossShardRace", func(t *testing.T) { rstest.CrossSlotRace(t, tg) })
+	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, false) })
 	t.Run("Open", func(t *testing.T) { testOpenSharded(t, servers) })
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -21,7 +20,9 @@ type Store struct {
 	prefix  string
 	clock   sluice.Clock // nil: the scripts read Redis TIME
 	timeout time.Duration
-	fl      flights // same-key coalescing (coalesce.go)
+	part    Partitioner           // s.run's, when it is one
+	q       queues                // group commit (coalesce.go)
+	onBatch func(order []*waiter) // a test's hook, after each batch's call
 }
 
 var (
@@ -129,7 +130,8 @@ func New(client rueidis.Client, opts ...Option) *Store {
 // whatever r holds.
 func NewWithRunner(r Runner, opts ...Option) *Store {
 	cf := newConfig(opts)
-	return &Store{run: r, prefix: cf.prefix, clock: cf.clock, timeout: cf.timeout}
+	part, _ := r.(Partitioner)
+	return &Store{run: r, prefix: cf.prefix, clock: cf.clock, timeout: cf.timeout, part: part}
 }
 
 // Close closes the client if Open created it; a Store from New or
@@ -140,81 +142,41 @@ func (s *Store) Close() {
 	}
 }
 
-// Decide implements sluice.Store: one FCALL (or EVALSHA) of the algorithm's
-// script, shared with concurrent Decides on the same policy and key
-// (coalesce.go).
+// Decide implements sluice.Store: one FCALL (or EVALSHA) of its algorithm's
+// function when it is alone, else a batch shared with the Decides and
+// DecideAlls queued for the same node meanwhile (coalesce.go).
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
-	return s.decideCoalesced(ctx, req)
-}
-
-// decideOne decides req alone.
-func (s *Store) decideOne(ctx context.Context, req sluice.Request) (sluice.Result, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	script := scriptFor(req.Policy.Algorithm)
-	c := callPool.Get().(*call)
-	defer callPool.Put(c)
-	c.keys[0] = redisKey(s.prefix, req.Policy, req.Key)
-	args := s.appendArgs(c.args[:0], modeWrite, req, s.now(), false, 0, 0)
-	if err := s.run.Run(ctx, script, c.keys[:], args, c.reply[:]); err != nil {
-		return sluice.Result{}, scriptError(script, err)
+	w := &waiter{ctx: ctx}
+	w.one[0], w.oneKey[0] = req, redisKey(s.prefix, req.Policy, req.Key)
+	w.reqs, w.keys, w.results = w.one[:], w.oneKey[:], w.oneRes[:]
+	if err := s.submit(w); err != nil {
+		return sluice.Result{}, err
 	}
-	return result(req.Policy, c.reply[:]), nil
+	return w.oneRes[0], nil
 }
-
-// call holds the slices one Decide hands to the Runner, pooled because a
-// decision is the hot path and the Runner's interface makes them escape.
-// Runners do not keep them (see Runner).
-type call struct {
-	keys  [1]string
-	args  [9]string
-	reply [replyLen]int64
-}
-
-var callPool = sync.Pool{New: func() any { return new(call) }}
 
 // DecideAll implements sluice.Store. Keys on one node (a single Redis, or one
-// Cluster slot) are decided by one batch script, atomically; keys spread over
-// Cluster slots take the cross-slot path (crossslot.go).
+// Cluster slot) are decided together in a batch script, atomically, sharing
+// the call with what is queued for that node (coalesce.go); keys spread over
+// Cluster slots or shards take the cross-slot path (crossslot.go).
 func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []sluice.Result) error {
 	if len(reqs) == 0 {
 		return nil
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
 	keys := make([]string, len(reqs))
 	for i, r := range reqs {
 		keys[i] = redisKey(s.prefix, r.Policy, r.Key)
 	}
 	if !s.run.Colocated(keys) {
+		ctx, cancel := s.bound(ctx)
+		defer cancel()
 		return s.decideSpread(ctx, reqs, keys, results)
 	}
-	// ARGV: now, then code, P, L, C, T, n for each request.
-	args := make([]string, 1+6*len(reqs))
-	vals := make([]int64, 0, 1+5*len(reqs))
-	if s.clock != nil {
-		vals = append(vals, s.now()) // one instant for the whole batch
+	w := &waiter{ctx: ctx, reqs: reqs, keys: keys, all: true}
+	if err := s.submit(w); err != nil {
+		return err
 	}
-	for _, r := range reqs {
-		P, L, C, T := policyInts(r.Policy)
-		vals = append(vals, P, L, C, T, r.Cost)
-	}
-	nums := make([]string, len(vals))
-	formatInts(nums, vals)
-	if s.clock != nil {
-		args[0], nums = nums[0], nums[1:]
-	}
-	for i, r := range reqs {
-		args[1+6*i] = algoCode(r.Policy.Algorithm)
-		copy(args[2+6*i:7+6*i], nums[5*i:5*i+5])
-	}
-	reply := make([]int64, batchStride*len(reqs))
-	if err := s.run.Run(ctx, scriptBatch, keys, args, reply); err != nil {
-		return scriptError(scriptBatch, err)
-	}
-	for i, r := range reqs {
-		results[i] = result(r.Policy, reply[batchStride*i:])
-	}
+	copy(results, w.results)
 	return nil
 }
 

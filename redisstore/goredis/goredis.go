@@ -233,3 +233,15 @@ func copyReply(cmd *redis.Cmd, reply []int64) error {
 	copy(reply, vals)
 	return nil
 }
+
+// Partition implements redisstore.Partitioner: one server holds every key; a
+// Cluster places them by slot; elsewhere (a Ring) placement is unknown.
+func (r *runner) Partition(key string) (uint64, bool) {
+	switch {
+	case r.single:
+		return 0, true
+	case r.cluster:
+		return uint64(redisstore.Slot(key)), true
+	}
+	return 0, false
+}

@@ -1,7 +1,8 @@
 -- Sluice: helpers shared by every script. The function library (Redis 7+)
--- is this header, every algorithm's file, main.lua, batch.lua and reset.lua,
--- loaded once; a script (EVALSHA, the fall-back) is the same files and one
--- line calling decide_one, decide_all or reset_key. scripts.go assembles them.
+-- is this header, every algorithm's file, main.lua, reserve.lua, batch.lua and
+-- reset.lua, loaded once; a script (EVALSHA, the fall-back) is the files it
+-- needs and one line calling decide_one, reserve_one, decide_batch or
+-- reset_key. scripts.go assembles them.
 --
 -- Lua numbers are doubles. Every quantity here is an integer below 2^53
 -- (sluice.Policy.Validate sees to that), so + - * are exact and division goes
@@ -33,16 +34,22 @@ local function servertime()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- decide_seq reads and writes the string state of its one key once, however
--- many requests it decides: while HOLD is set, HELD says the key's value is
+-- decide_batch reads and writes the string state of a key once for a run of
+-- requests on it, however many: while HOLD is set, HELD says the key's value is
 -- held in HELD_VAL (false for a missing key) and DIRTY that it awaits its SET,
 -- to expire as of HELD_AT. In the function library they outlive a call, so
 -- init clears them.
 local HOLD, HELD, HELD_VAL, DIRTY, HELD_AT = false, false, false, false, 0
 
+-- FETCHED maps the keys of a batch to their values, read with one MGET
+-- before it decides (false: missing, or not a string), each until it is
+-- written; nil when nothing was fetched. One MGET costs Redis far less than
+-- a GET per key. In the function library it outlives a call, so init clears it.
+local FETCHED = nil
+
 -- init reads the clock: ARGV's now when the client passes one, else TIME.
 local function init(arg)
-  HOLD, HELD, HELD_VAL, DIRTY = false, false, false, false
+  HOLD, HELD, HELD_VAL, DIRTY, FETCHED = false, false, false, false, nil
   local now = tonumber(arg)
   if now then
     NOW, SRV = now, 0
@@ -58,7 +65,10 @@ local function tdiv(a, b)
   if a < 0 then
     return -tdiv(-a, b)
   end
-  local q = math.floor(a / b)
+  -- q - q % 1 is math.floor(q) for q >= 0, exactly, without looking up two
+  -- globals on a path every decision takes several times.
+  local q = a / b
+  q = q - q % 1
   if q * b > a then
     q = q - 1
   elseif (q + 1) * b <= a then
@@ -80,7 +90,10 @@ local function expiry(reset_at)
   if SRV == 0 then
     SRV = servertime()
   end
-  local t = math.max(reset_at, SRV + (reset_at - NOW))
+  local t = SRV + (reset_at - NOW)
+  if reset_at > t then
+    t = reset_at
+  end
   return tdiv(t + 999, 1000) - 1
 end
 
@@ -96,6 +109,9 @@ local function put(key, value, reset_at)
   if HOLD then
     HELD, HELD_VAL, DIRTY, HELD_AT = true, value, true, reset_at
     return
+  end
+  if FETCHED then
+    FETCHED[key] = nil
   end
   if PXAT then
     redis.call('SET', key, value, 'PXAT', expiry(reset_at))
@@ -119,11 +135,23 @@ local function read(key)
   if HELD then
     return HELD_VAL
   end
-  local v = redis.call('GET', key)
+  local v = FETCHED and FETCHED[key]
+  if v == nil then
+    v = redis.call('GET', key)
+  end
   if HOLD then
     HELD, HELD_VAL = true, v
   end
   return v
+end
+
+-- prefetch reads the values of keys with one MGET, for read.
+local function prefetch(keys)
+  local vals = redis.call('MGET', unpack(keys))
+  FETCHED = {}
+  for i = 1, #keys do
+    FETCHED[keys[i]] = vals[i]
+  end
 end
 
 -- A state of one, two or three integers is stored as a zero byte and that

@@ -1,0 +1,153 @@
+package redisstore
+
+import (
+	"strconv"
+
+	"github.com/sluicehq/sluice"
+)
+
+// encodedBatch is one call of decide_batch (batch.lua).
+type encodedBatch struct {
+	script   *Script
+	keys     []string
+	args     []string
+	requests int
+	order    []*waiter // the items, in the order the call decides them
+}
+
+// encodeBatch lays out batch as decide_batch's KEYS and ARGV: single
+// requests on one (policy, key) as one run at the place of the first, a
+// policy's numbers only when it differs from the previous run's, and each
+// DecideAll set as one all-or-nothing record.
+func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
+	e := encodedBatch{order: arrange(batch)}
+	var a argBuilder
+	if s.clock != nil {
+		a.int(s.now()) // one instant for the whole batch
+	} else {
+		a.str("") // the script reads Redis TIME once
+	}
+	alg, mixed := batch[0].reqs[0].Policy.Algorithm, false
+	var last *sluice.Policy
+	for i := 0; i < len(e.order); {
+		w := e.order[i]
+		e.requests += len(w.reqs)
+		for _, r := range w.reqs {
+			mixed = mixed || r.Policy.Algorithm != alg
+		}
+		if w.all {
+			a.str("a")
+			a.int(int64(len(w.reqs)))
+			for _, r := range w.reqs {
+				a.policy(r.Policy)
+				a.int(r.Cost)
+			}
+			e.keys = append(e.keys, w.keys...)
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(e.order) && sameRun(w, e.order[j]) {
+			j++
+		}
+		if p := w.reqs[0].Policy; p != last {
+			a.policy(p)
+			last = p
+		}
+		if j == i+1 && w.reqs[0].Cost >= 0 {
+			a.int(-w.reqs[0].Cost) // one request: its cost, negated
+		} else { // (a negative cost, which the Limiter refuses, must not read as a count)
+			a.int(int64(j - i))
+			for _, x := range e.order[i:j] {
+				a.int(x.reqs[0].Cost)
+			}
+		}
+		e.requests += j - i - 1
+		e.keys = append(e.keys, w.keys[0])
+		i = j
+	}
+	e.args = a.args()
+	e.script = scriptBatch
+	if !mixed {
+		e.script = batchScriptFor(alg)
+	}
+	return e
+}
+
+// sameRun reports whether x is a single request on w's policy and key.
+func sameRun(w, x *waiter) bool {
+	return !x.all && x.reqs[0].Policy == w.reqs[0].Policy && x.keys[0] == w.keys[0]
+}
+
+// arrange orders batch for encodeBatch: each single request moves up to the
+// first one on its policy and key, the rest keeps its place.
+func arrange(batch []*waiter) []*waiter {
+	if len(batch) < 3 {
+		return batch
+	}
+	type runKey struct {
+		p   *sluice.Policy
+		key string
+	}
+	runs := make(map[runKey][]*waiter, len(batch))
+	var firsts []*waiter // sets, and the first request of each run
+	for _, w := range batch {
+		if w.all {
+			firsts = append(firsts, w)
+			continue
+		}
+		rk := runKey{w.reqs[0].Policy, w.keys[0]}
+		if runs[rk] == nil {
+			firsts = append(firsts, w)
+		}
+		runs[rk] = append(runs[rk], w)
+	}
+	if len(firsts) == len(batch) {
+		return batch
+	}
+	order := make([]*waiter, 0, len(batch))
+	for _, w := range firsts {
+		if w.all {
+			order = append(order, w)
+		} else {
+			order = append(order, runs[runKey{w.reqs[0].Policy, w.keys[0]}]...)
+		}
+	}
+	return order
+}
+
+// argBuilder builds an ARGV in one allocation of text.
+type argBuilder struct {
+	b    []byte
+	ends []int
+}
+
+func (a *argBuilder) str(s string) {
+	a.b = append(a.b, s...)
+	a.ends = append(a.ends, len(a.b))
+}
+
+func (a *argBuilder) int(v int64) {
+	a.b = strconv.AppendInt(a.b, v, 10)
+	a.ends = append(a.ends, len(a.b))
+}
+
+// policy appends the algorithm's code, P, L, C and T.
+func (a *argBuilder) policy(p *sluice.Policy) {
+	P, L, C, T := policyInts(p)
+	a.str(algoCode(p.Algorithm))
+	a.int(P)
+	a.int(L)
+	a.int(C)
+	a.int(T)
+}
+
+func (a *argBuilder) args() []string {
+	all := string(a.b)
+	out := make([]string, len(a.ends))
+	start := 0
+	for i, end := range a.ends {
+		out[i], start = all[start:end], end
+	}
+	return out
+}
