@@ -43,11 +43,17 @@ type leaseID struct {
 func New(remote sluice.Store, opts ...Option) *Store {
 	s := &Store{remote: remote, clock: sluice.SystemClock(), sweepEvery: 10 * time.Millisecond, leases: make(map[leaseID]*lease)}
 	s.reserver, _ = remote.(sluice.Reserver)
+	if c, ok := remote.(interface{ CanReserve() bool }); ok && !c.CanReserve() {
+		s.reserver = nil // a wrapper (failover) around a store that cannot reserve
+	}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
+
+// Remote returns the store the leases are taken from.
+func (s *Store) Remote() sluice.Store { return s.remote }
 
 // Stats counts the store's work since New, and what it holds now.
 type Stats struct {
@@ -132,6 +138,11 @@ func (s *Store) decideOn(ctx context.Context, l *lease, req sluice.Request, now 
 	r, err := s.reserver.Reserve(ctx, req, size)
 	if err != nil {
 		return sluice.Result{}, err
+	}
+	if r.Result.Degraded {
+		// The store failed and a fail policy decided this request alone:
+		// there is no lease to install, nor a store's denial to remember.
+		return r.Result, nil
 	}
 	if r.Granted == 0 {
 		l.deny(r, req.Cost, max(size, l.size), now, ttl)
