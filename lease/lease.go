@@ -24,6 +24,7 @@ type Store struct {
 	seed      maphash.Seed
 	shards    [numShards]shard
 	nextSweep atomic.Int64
+	sweeps    atomic.Int64
 
 	remoteDecisions atomic.Int64 // decided on the remote store; the shards count the rest
 	storeCalls      atomic.Int64

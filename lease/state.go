@@ -13,10 +13,12 @@ import (
 // (and by a sweep or Close giving the lease back), across the store calls.
 type lease struct {
 	mu      sync.Mutex
+	id      leaseID
 	sh      *shard
 	policy  sluice.Policy
 	key     string
 	retired bool // removed from the shard's map: callers take a new one
+	listed  bool // on the shard's unspent list
 
 	res       sluice.Reservation // the current reservation
 	left      int64              // its unspent units
@@ -89,6 +91,7 @@ func (l *lease) settle(r sluice.Reservation, err error, cost, size, now int64, t
 	}
 	l.install(r, size, now, ttl)
 	l.left -= cost
+	l.listUnspent()
 	return l.admitted(now), nil
 }
 
