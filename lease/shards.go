@@ -17,7 +17,7 @@ const numShards = 64
 type shard struct {
 	mu        sync.Mutex
 	leases    map[leaseID]*lease // nil once the store is closed
-	unspent   []*lease           // leases that held units when last reserved (listed)
+	expiring  expiring           // leases that held units when installed, by expiry
 	decisions int64              // decided through a lease (from it or by reserving)
 	_         [16]byte           // a cache line of its own
 }
@@ -77,8 +77,8 @@ func (s *Store) Held(p *sluice.Policy, key string) int64 {
 }
 
 // forgetRounds: every forgetRounds-th sweep walks all leases, to forget the
-// idle ones; the others look only at the leases that hold units. Walking
-// 10,000 leases every 10ms cost a serve node a tenth of its CPU.
+// idle ones; the others look only at the leases due to expire holding units.
+// Walking 10,000 leases every 10ms cost a serve node a tenth of its CPU.
 const forgetRounds = 100
 
 // sweepDue gives back the expired leases of idle keys, at most once per
@@ -100,8 +100,8 @@ func (s *Store) sweepDue(ctx context.Context, now int64) {
 	}
 }
 
-// sweep retires sh's idle leases among those holding units, or among all
-// of them, and appends what they held to back.
+// sweep retires sh's idle leases among those that expired holding units, or
+// among all of them, and appends what they held to back.
 func (sh *shard) sweep(now int64, all bool, back []giveBack) []giveBack {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -110,18 +110,15 @@ func (sh *shard) sweep(now int64, all bool, back []giveBack) []giveBack {
 			back = sh.retireIdle(l, now, back)
 		}
 	}
-	kept := sh.unspent[:0]
-	for _, l := range sh.unspent {
+	for len(sh.expiring) > 0 && sh.expiring[0].at <= now {
+		l := sh.expiring.pop().l
+		// A stale entry (the lease was renewed, spent or retired since) has
+		// nothing to give back; a lease kept by a denial or a reservation in
+		// flight is left to the walk over all leases.
 		if !l.retired && l.left > 0 {
-			if back = sh.retireIdle(l, now, back); !l.retired {
-				kept = append(kept, l)
-				continue
-			}
+			back = sh.retireIdle(l, now, back)
 		}
-		l.listed = false
 	}
-	clear(sh.unspent[len(kept):])
-	sh.unspent = kept
 	return back
 }
 
@@ -141,13 +138,59 @@ func (sh *shard) retireIdle(l *lease, now int64, back []giveBack) []giveBack {
 	return back
 }
 
-// listUnspent puts l, which holds units now, on its shard's list for the
-// sweep; the shard is locked.
-func (l *lease) listUnspent() {
-	if l.left > 0 && !l.listed {
-		l.listed = true
-		l.sh.unspent = append(l.sh.unspent, l)
+// expiring is a min-heap of leases by the time they expire: the sweep finds
+// the expired leases that hold units without looking at the others.
+type expiring []expiry
+
+type expiry struct {
+	at int64 // the lease's expires when it was installed
+	l  *lease
+}
+
+// watch puts l, just installed, on its shard's heap if it holds units; the
+// shard is locked.
+func (l *lease) watch() {
+	if l.left > 0 {
+		l.sh.expiring.push(expiry{l.expires, l})
 	}
+}
+
+func (h *expiring) push(e expiry) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if q[parent].at <= q[i].at {
+			break
+		}
+		q[parent], q[i] = q[i], q[parent]
+		i = parent
+	}
+}
+
+func (h *expiring) pop() expiry {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = expiry{}
+	q = q[:n]
+	for i := 0; ; {
+		least, left, right := i, 2*i+1, 2*i+2
+		if left < n && q[left].at < q[least].at {
+			least = left
+		}
+		if right < n && q[right].at < q[least].at {
+			least = right
+		}
+		if least == i {
+			break
+		}
+		q[i], q[least] = q[least], q[i]
+		i = least
+	}
+	*h = q
+	return top
 }
 
 // Close gives back every lease's unused units; later requests go to the
@@ -160,7 +203,7 @@ func (s *Store) Close(ctx context.Context) {
 		for _, l := range sh.leases {
 			all = append(all, l)
 		}
-		sh.leases, sh.unspent = nil, nil
+		sh.leases, sh.expiring = nil, nil
 		sh.mu.Unlock()
 	}
 	now := s.now()

@@ -18,7 +18,6 @@ type lease struct {
 	policy  sluice.Policy
 	key     string
 	retired bool // removed from the shard's map: callers take a new one
-	listed  bool // on the shard's unspent list
 
 	res       sluice.Reservation // the current reservation
 	left      int64              // its unspent units
@@ -91,7 +90,7 @@ func (l *lease) settle(r sluice.Reservation, err error, cost, size, now int64, t
 	}
 	l.install(r, size, now, ttl)
 	l.left -= cost
-	l.listUnspent()
+	l.watch()
 	return l.admitted(now), nil
 }
 
