@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/memory"
@@ -86,4 +87,29 @@ func BenchmarkLocal(b *testing.B) {
 			b.ReportMetric(float64(st.StoreCalls)/float64(st.Decisions), "calls/decision")
 		})
 	}
+}
+
+// BenchmarkStack: one hot key through leases and a fail policy, stacked as
+// the service does (leases over the fail policy, which then sees only the
+// store calls) and the other way round (every decision through the fail
+// policy's timeout and breaker).
+func BenchmarkStack(b *testing.B) {
+	p := sluice.Policy{Name: "stack", Algorithm: sluice.GCRA, Limit: 1_000_000_000, Period: time.Second}
+	run := func(b *testing.B, st sluice.Store) {
+		l, err := sluice.New(st, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := l.Allow(context.Background(), "k"); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("lease-over-failover", func(b *testing.B) { run(b, lease.New(failover.New(memory.New()))) })
+	b.Run("failover-over-lease", func(b *testing.B) { run(b, failover.New(lease.New(memory.New()))) })
 }
