@@ -30,7 +30,9 @@ func gcraDecide(p *Policy, s *State, now, n int64) (Result, int64) {
 	} else {
 		res.RetryAfter = micros(wait + n*interval - tolerance)
 	}
-	res.Remaining = max(0, tolerance-(tat-now)) / interval
+	if credit := tolerance - (tat - now); credit >= interval { // less is 0 units: no division (a denial's case)
+		res.Remaining = credit / interval
+	}
 	if tat <= now {
 		*s = State{}
 		return res, wait

@@ -21,7 +21,11 @@ func tokenBucket(p *Policy, s *State, now, n int64) Result {
 	} else {
 		res.RetryAfter = micros(missing + n*interval - full)
 	}
-	res.Remaining = max(0, full-missing) / interval // missing exceeds a bucket shrunk since
+	// missing may exceed a bucket shrunk since; under one unit's credit is 0
+	// units, without a division (a denial's case).
+	if credit := full - missing; credit >= interval {
+		res.Remaining = credit / interval
+	}
 	if missing == 0 {
 		*s = State{}
 		return res

@@ -203,7 +203,11 @@ type Descriptor struct {
 	Limits []*Policy
 	// Unlimited: a request descriptor ending here is always allowed.
 	Unlimited bool
-	Children  []*Descriptor
+	// PlanKey is the descriptor_key of its limits' plans: a request
+	// descriptor whose entries reach this node and then end with one entry
+	// of this key names its plan there.
+	PlanKey  string
+	Children []*Descriptor
 }
 
 // Entry is one key/value pair of a request descriptor.
@@ -215,6 +219,10 @@ type Match struct {
 	Limits []*Policy
 	// Unlimited: the descriptor matched an unlimited node.
 	Unlimited bool
+	// Plan is the value of the entry that names the plan (Descriptor.PlanKey)
+	// when PlanEntry; that last entry is then no part of the store key.
+	Plan      string
+	PlanEntry bool
 }
 
 // Policy returns the policy named name, or nil.
@@ -225,7 +233,9 @@ func (c *Config) Policy(name string) *Policy { return c.Policies[name] }
 // preference, a node with the same key and value, the first node (in file
 // order) with the same key and a glob value the value matches, or a node with
 // the same key and no value. The limits apply only when every entry matched
-// and the last node carries them. An unknown domain matches nothing.
+// and the last node carries them, or when every entry but the last matched
+// and the last names the plan of the node reached (Descriptor.PlanKey). An
+// unknown domain matches nothing.
 func (c *Config) Match(domain string, entries []Entry) Match {
 	return c.match(domain, entries, false)
 }
@@ -245,8 +255,12 @@ func (c *Config) match(domain string, entries []Entry, share bool) Match {
 	level := d.Descriptors
 	var node *Descriptor
 	for i, e := range entries {
-		node = matchLevel(level, e)
-		if node == nil {
+		next := matchLevel(level, e)
+		if next == nil && node != nil && i == len(entries)-1 && node.PlanKey != "" && e.Key == node.PlanKey {
+			// The last entry names the plan of the limits reached so far.
+			return Match{Limits: node.Limits, Plan: e.Value, PlanEntry: true}
+		}
+		if node = next; node == nil {
 			return Match{}
 		}
 		if share && node.Shared {

@@ -32,7 +32,7 @@ var (
 	descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode",
 		"detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "metadata", "rate_limits"}
 	rateLimitFields = []string{"unit", "requests_per_unit", "unit_multiplier", "unlimited", "name", "replaces",
-		"algorithm", "burst", "period"}
+		"algorithm", "burst", "period", "plans"}
 )
 
 // maxPeriod is the longest period a policy may have (2^52 µs, about 142
@@ -182,10 +182,39 @@ func (p *fileParser) descriptor(f *fields, parent name, depth int) (d *Descripto
 		d.Children, below = p.descriptors(n, join(f.path, "descriptors"), here, depth+1)
 		pols = append(pols, below...)
 	}
+	ok = p.planKey(f, d) && ok
 	if !idOK {
 		return nil, nil, false
 	}
 	return d, pols, ok
+}
+
+// planKey sets d.PlanKey from its limits' plans: all that name a
+// descriptor_key must name the same one, and no child may have that key,
+// or a descriptor's last entry could either pick a plan or reach the child.
+func (p *fileParser) planKey(f *fields, d *Descriptor) bool {
+	for _, l := range d.Limits {
+		k := ""
+		if l.Plans != nil {
+			k = l.Plans.From.DescriptorKey
+		}
+		switch {
+		case k == "" || k == d.PlanKey:
+		case d.PlanKey == "":
+			d.PlanKey = k
+		default:
+			p.errorf(f.node, f.path, "the limits of one descriptor take their plan from one descriptor_key, got %q and %q", d.PlanKey, k)
+			return false
+		}
+	}
+	for _, c := range d.Children {
+		if d.PlanKey != "" && c.Key == d.PlanKey {
+			p.errorf(f.node, join(f.path, "descriptors"),
+				"a child descriptor has key %q, which names the plan of this descriptor's limits (plans.from.descriptor_key): rename one of them", c.Key)
+			return false
+		}
+	}
+	return true
 }
 
 // block is one rate_limit block: the rate_limit field, or an item of
@@ -235,7 +264,7 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow, quota bool) (
 		return nil, false // whether the other fields are allowed is unknown
 	}
 	if unlimited {
-		for _, key := range []string{"unit", "requests_per_unit", "unit_multiplier", "period", "algorithm", "burst"} {
+		for _, key := range []string{"unit", "requests_per_unit", "unit_multiplier", "period", "algorithm", "burst", "plans"} {
 			if f.has(key) {
 				p.errorf(f.keys[key], join(f.path, key), "not allowed with unlimited: true, which has no limit to configure")
 			}
@@ -319,6 +348,15 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow, quota bool) (
 	}), bad)
 	if !ok || !valid {
 		return nil, false
+	}
+	if n := f.get("plans"); n != nil {
+		if zero {
+			p.errorf(f.keys["plans"], join(f.path, "plans"), "requests_per_unit: 0 denies every request: a ban has no plans")
+			return nil, false
+		}
+		if pol.Plans = p.plans(n, join(f.path, "plans"), pol.Policy, true); pol.Plans == nil {
+			return nil, false
+		}
 	}
 	return pol, false
 }

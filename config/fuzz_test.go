@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -29,6 +30,11 @@ func FuzzParse(f *testing.F) {
 		y("policies: []", "---", "policies: []"),
 		y("domain: d", "descriptors:", "  - {key: k, value: 'a*b*', share_threshold: true, quota_mode: true, metadata: {x: [1, {y: z}]},",
 			"     rate_limit: {unit: minute, unit_multiplier: 7, requests_per_unit: 3}}"),
+		y("domain: d", "descriptors:", "  - key: t",
+			"    rate_limit: {unit: minute, requests_per_unit: 2, plans: {from: {descriptor_key: plan, header: x-plan}, default: a, limits: {a: {limit: 3}, b: {limit: 9, period: 1h}}}}",
+			"    descriptors: [{key: u, rate_limit: {unit: second, requests_per_unit: 1}}]"),
+		y("policies:", "  - {name: a, algorithm: gcra, limit: 10, period: 1m, plans: {from: {header: X-Plan}, limits: {pro: {limit: 20}}}}",
+			"proxy:", "  routes: [{limits: [{policy: a, key: ip, plan_header: x-tier}]}]"),
 		"{]",
 	} {
 		f.Add([]byte(s))
@@ -87,6 +93,15 @@ func FuzzParse(f *testing.F) {
 			}
 			checkTree(t, cfg, name, d.Descriptors, nil)
 		}
+		if cfg.Proxy != nil {
+			for _, r := range cfg.Proxy.Routes {
+				for _, l := range r.Limits {
+					if l.PlanHeader != "" && cfg.Policy(l.Policy).Plans == nil {
+						t.Fatalf("route limit %+v names a plan header for a policy without plans", l)
+					}
+				}
+			}
+		}
 	})
 }
 
@@ -107,6 +122,18 @@ func checkTree(t *testing.T, cfg *Config, domain string, level []*Descriptor, pa
 		for _, p := range cfg.Match(domain, here).Limits {
 			if cfg.Policies[p.Name] != p {
 				t.Fatalf("Match(%v) returned %q, not in Policies", here, p.Name)
+			}
+		}
+		for _, p := range d.Limits {
+			if p.Plans != nil && p.Plans.From.DescriptorKey != "" && p.Plans.From.DescriptorKey != d.PlanKey {
+				t.Fatalf("limit %q takes its plan from %q, its descriptor from %q", p.Name, p.Plans.From.DescriptorKey, d.PlanKey)
+			}
+		}
+		if d.PlanKey != "" && slices.Equal(cfg.Match(domain, here).Limits, d.Limits) {
+			// A path that reaches d reaches its limits with a plan entry after it.
+			withPlan := append(here[:len(here):len(here)], Entry{d.PlanKey, "any"})
+			if m := cfg.Match(domain, withPlan); !m.PlanEntry || m.Plan != "any" || len(m.Limits) != len(d.Limits) {
+				t.Fatalf("Match(%v) = %+v, want d's limits and the plan", withPlan, m)
 			}
 		}
 		checkTree(t, cfg, domain, d.Children, here)

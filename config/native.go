@@ -202,7 +202,7 @@ func (p *fileParser) policy(n *yaml.Node, path string) *Policy {
 		return nil
 	}
 	if n := f.get("plans"); n != nil {
-		if pol.Plans = p.plans(n, join(path, "plans"), pol.Policy); pol.Plans == nil {
+		if pol.Plans = p.plans(n, join(path, "plans"), pol.Policy, false); pol.Plans == nil {
 			return nil
 		}
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -16,6 +17,21 @@ type Plans struct {
 	Default string
 	// Limits holds each plan's limit, period and burst.
 	Limits map[string]PlanLimit
+	// From says where a request names its plan besides the HTTP API's
+	// plan field; its zero value: nowhere else.
+	From PlanSource
+}
+
+// PlanSource says where a request names its plan.
+type PlanSource struct {
+	// DescriptorKey (a limit of an Envoy-format file only): an Envoy rate
+	// limit descriptor names its plan in a last entry with this key, after
+	// the entries that reach the limit. That entry only picks the plan: it
+	// is not part of the counted key.
+	DescriptorKey string
+	// Header: `sluice proxy` reads the plan from this request header
+	// (canonical form), unless the route limit names another.
+	Header string
 }
 
 // PlanLimit is one plan's limit.
@@ -23,6 +39,15 @@ type PlanLimit struct {
 	Limit  int64
 	Period time.Duration
 	Burst  int64
+}
+
+// PlanHeaderOf returns the header the proxy reads the plan of l's requests
+// from, given its policy: the limit's own, else the policy's; "" for none.
+func (l *RouteLimit) PlanHeaderOf(p *Policy) string {
+	if l.PlanHeader != "" || p == nil || p.Plans == nil {
+		return l.PlanHeader
+	}
+	return p.Plans.From.Header
 }
 
 // maxPlans caps the plans of one policy.
@@ -47,14 +72,20 @@ func (p *Policy) ForPlan(plan string) sluice.Policy {
 }
 
 // plans reads a policy's plans section; base is the policy (valid), whose
-// period a plan without one takes.
-func (p *fileParser) plans(n *yaml.Node, path string, base sluice.Policy) *Plans {
-	f, ok := p.mapping(n, path, "default", "limits")
+// period a plan without one takes. envoy says the policy is a limit of an
+// Envoy-format file, which descriptors reach: only there can from name a
+// descriptor_key.
+func (p *fileParser) plans(n *yaml.Node, path string, base sluice.Policy, envoy bool) *Plans {
+	f, ok := p.mapping(n, path, "default", "limits", "from")
 	if !ok {
 		return nil
 	}
 	out := &Plans{Limits: map[string]PlanLimit{}}
 	valid := true
+	if fn := f.get("from"); fn != nil {
+		out.From, ok = p.planSource(fn, join(path, "from"), envoy)
+		valid = ok
+	}
 	if ln := f.get("limits"); ln == nil {
 		p.missing(f, "limits", "a mapping of plan names to {limit, period, burst}")
 		valid = false
@@ -121,6 +152,52 @@ func (p *fileParser) planLimit(n *yaml.Node, path string, base sluice.Policy) (P
 	}
 	valid := p.checkPolicy(sp, f.at(map[string]string{"Limit": "limit", "Period": "period", "Burst": "burst"}), bad)
 	return PlanLimit{Limit: sp.Limit, Period: sp.Period, Burst: sp.Burst}, valid
+}
+
+// planSource reads a plans section's from: block.
+func (p *fileParser) planSource(n *yaml.Node, path string, envoy bool) (PlanSource, bool) {
+	f, ok := p.mapping(n, path, "descriptor_key", "header")
+	if !ok {
+		return PlanSource{}, false
+	}
+	var src PlanSource
+	if v, set := p.str(f, "descriptor_key"); set {
+		switch {
+		case !envoy:
+			p.errorf(f.get("descriptor_key"), join(path, "descriptor_key"),
+				"Envoy's descriptors reach the limits of envoyproxy/ratelimit-format files, not native policies: "+
+					"put these plans in that file's rate_limit, or name the plan with from.header or the HTTP API's plan field")
+			ok = false
+		case v == "":
+			p.errorf(f.get("descriptor_key"), join(path, "descriptor_key"), "must not be empty")
+			ok = false
+		}
+		src.DescriptorKey = v
+	} else if f.has("descriptor_key") {
+		ok = false
+	}
+	var fine bool
+	src.Header, fine = p.headerName(f, "header")
+	ok = ok && fine
+	if ok && src == (PlanSource{}) {
+		p.errorf(n, path, "names no source: set descriptor_key or header, or leave from: out")
+		ok = false
+	}
+	return src, ok
+}
+
+// headerName reads an optional header name, in canonical form; false when
+// it is written but unusable.
+func (p *fileParser) headerName(f *fields, key string) (string, bool) {
+	v, set := p.str(f, key)
+	if !set {
+		return "", !f.has(key)
+	}
+	if !validHeaderName(v) {
+		p.errorf(f.get(key), join(f.path, key), "not a valid header name: %q", v)
+		return "", false
+	}
+	return http.CanonicalHeaderKey(v), true
 }
 
 // validPlanName reports what makes s unfit as a plan name, or "".

@@ -63,6 +63,9 @@ type RouteLimit struct {
 	// Fallback keys the requests Key has no key for (a missing header);
 	// empty: such requests are not counted by this limit.
 	Fallback KeySpec
+	// PlanHeader names the request header (canonical) holding the key's
+	// plan, for a policy with plans; empty: the policy's plans.from.header.
+	PlanHeader string
 	// Line is where the limit is, in Proxy.File.
 	Line int
 }
@@ -115,10 +118,12 @@ type proxySection struct {
 }
 
 // policyRef is a policy name used by a route limit, with where to blame it.
+// plans: the limit names a plan header, so the policy must have plans.
 type policyRef struct {
 	name  string
 	node  *yaml.Node
 	field string
+	plans *yaml.Node
 }
 
 // proxySection reads the proxy: section; nil when it is unusable.
@@ -286,17 +291,18 @@ func (p *fileParser) headers(n *yaml.Node, path string, r *Route) bool {
 
 // routeLimit reads one limit of a route; nil when it has problems.
 func (p *fileParser) routeLimit(n *yaml.Node, path string, sec *proxySection) *RouteLimit {
-	f, ok := p.mapping(n, path, "policy", "key", "fallback")
+	f, ok := p.mapping(n, path, "policy", "key", "fallback", "plan_header")
 	if !ok {
 		return nil
 	}
 	l := &RouteLimit{Line: f.node.Line}
 	valid := true
+	l.PlanHeader, valid = p.headerName(f, "plan_header")
 	if name, set := p.str(f, "policy"); !p.need(f, "policy", "the name of a policy in policies:") || !set {
 		valid = false
 	} else {
 		l.Policy = name
-		sec.refs = append(sec.refs, policyRef{name, f.get("policy"), join(path, "policy")})
+		sec.refs = append(sec.refs, policyRef{name, f.get("policy"), join(path, "policy"), f.get("plan_header")})
 	}
 	if !p.need(f, "key", `ip, global, header:NAME, or parts joined by +, such as "ip+header:X-User"`) {
 		valid = false
@@ -401,6 +407,10 @@ func mergeProxy(files []*parsed, policies map[string]*Policy, ps *problems) *Pro
 	}
 	p := &fileParser{file: first.file, out: ps}
 	for _, ref := range first.proxy.refs {
+		if pol := policies[ref.name]; pol != nil && pol.Plans == nil && ref.plans != nil {
+			p.errorf(ref.plans, strings.TrimSuffix(ref.field, "policy")+"plan_header",
+				"policy %q has no plans: add plans: to it, or remove plan_header", ref.name)
+		}
 		if policies[ref.name] == nil {
 			guess := ""
 			names := make([]string, 0, len(policies))

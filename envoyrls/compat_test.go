@@ -210,7 +210,7 @@ func TestQuotaGoneAfterCharging(t *testing.T) {
 	sc := getScratch()
 	defer putScratch(sc)
 	sc.limits = append(sc.limits, limitRef{policy: q, key: "b", cost: 1, desc: 0}, limitRef{policy: u, key: "x", cost: 1, desc: 1})
-	sc.plan()
+	sc.plan(nil)
 	sc.results[0] = sluice.Result{Allowed: false, Limit: 1, Remaining: 0, RetryAfter: time.Second}
 	sc.results[1] = sluice.Result{Allowed: true, Limit: 2, Remaining: 0}
 	quota, gone := sc.applyQuota(true)

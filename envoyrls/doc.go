@@ -19,13 +19,17 @@
 // does not also burn its quota on the others. The store key of a limit is the
 // descriptor's entry values joined with '|' (the keys are implied by the path
 // that matched); the same (limit, key) reached from two descriptors is one check
-// charged their summed cost. Shadow limits are decided and reported but never
+// charged their summed cost. A limit with plans takes its plan from a last
+// entry whose key its plans name (config.Descriptor.PlanKey): that entry picks
+// the limit the check is decided under and is no part of the key. Shadow limits are decided and reported but never
 // deny. A limit named in another matched limit's replaces is dropped.
 //
 // The response has one status per descriptor, in order: OVER_LIMIT when one of
 // its own enforced limits is exhausted, else OK; the limit it reports is the
 // most restrictive of its limits, under its YAML name (empty when it has none),
-// with the remaining quota and the time until the window resets (never 0).
+// with the remaining quota and the time until the window resets (never 0), all
+// of the limit applied: a runtime override's or the plan's when one applies
+// (service.Resolve), else the configured one.
 // An unlimited descriptor reports 4294967295 remaining, as envoyproxy/ratelimit
 // does. overall_code is OVER_LIMIT iff the request was denied. Quota-mode
 // limits (quota.go) are soft: reported, not enforced, unless all are gone.

@@ -30,7 +30,8 @@ import (
 // (domains edge_proxy and api_gateway) and fuzzTree (domain fuzz), which has
 // every kind of node: exact values, wildcards (one shadowing another, and a
 // bare "*"), defaults, unlimited nodes, a ban, shadow limits, several limits
-// on one node, replaces, and nesting below exact, wildcard and default nodes.
+// on one node, replaces, nesting below exact, wildcard and default nodes, and
+// plans named by a descriptor's last entry.
 // The seed corpora are in testdata/fuzz/FuzzMatch and testdata/fuzz/FuzzRequest.
 
 const fuzzTree = `domain: fuzz
@@ -112,6 +113,13 @@ descriptors:
   - key: g
     rate_limit: {unit: minute, requests_per_unit: 11}
     shadow_mode: true
+  - key: tenant
+    rate_limits:
+      - {unit: minute, requests_per_unit: 2, name: tenant_rate, plans: {from: {descriptor_key: plan}, default: free, limits: {free: {limit: 3}, pro: {limit: 50, period: 1h}}}}
+      - {unit: hour, requests_per_unit: 100}
+    descriptors:
+      - key: path
+        rate_limit: {unit: second, requests_per_unit: 1}
 `
 
 // fuzzEnv is what the fuzz targets share: the configuration, the domains to
@@ -197,6 +205,7 @@ func FuzzMatch(f *testing.F) {
 	f.Add(uint8(2), uint8(0), "a=1;b="+strings.Repeat("v", 1023))
 	f.Add(uint8(2), uint8(0), "x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x;x")
 	f.Add(uint8(2), uint8(0), "k=amidx\nk=midx\nk=exmidx\ns=sx;t=a\ns=s12x;t=abc\ns=sx\nq=1\nq=zero")
+	f.Add(uint8(2), uint8(7), "tenant=a;plan=pro\ntenant=a;plan=free\ntenant=a\ntenant=b;plan=gold\ntenant=a;path=/x;plan=pro\nplan=pro;tenant=a")
 	f.Fuzz(func(t *testing.T, dom, addend uint8, spec string) {
 		domain := e.domains[int(dom)%len(e.domains)]
 		ds := parseSpec(spec)
@@ -219,8 +228,8 @@ func FuzzMatch(f *testing.F) {
 		for i, d := range ds {
 			entries := entriesOf(d)
 			m := e.cfg.Match(domain, entries)
-			node := naiveMatch(e.cfg, domain, entries)
-			checkMatch(t, e.cfg, entries, m, node)
+			node, plan := naiveMatch(e.cfg, domain, entries)
+			checkMatch(t, e.cfg, entries, m, node, plan)
 			if wantErr != "" || refused[i] || len(entries) == 0 {
 				continue
 			}

@@ -23,7 +23,7 @@ import (
 func sharedNodes(cfg *config.Config, domain string, entries []config.Entry) []*config.Descriptor {
 	out := make([]*config.Descriptor, len(entries))
 	for i := range entries {
-		if n := naiveMatch(cfg, domain, entries[:i+1]); n != nil && n.Shared {
+		if n, plan := naiveMatch(cfg, domain, entries[:i+1]); n != nil && n.Shared && !plan {
 			out[i] = n
 		}
 	}
@@ -32,15 +32,17 @@ func sharedNodes(cfg *config.Config, domain string, entries []config.Entry) []*c
 
 // naiveMatch walks the tree as the documentation says, ranking the candidates
 // at each level (an exact value 0, a wildcard 1, the default 2; the first of
-// the best rank wins) and returns the node the entries end at, or nil.
-func naiveMatch(cfg *config.Config, domain string, entries []config.Entry) *config.Descriptor {
+// the best rank wins) and returns the node the entries end at, or nil; plan
+// when the last entry matched no node but names the plan of the node before.
+func naiveMatch(cfg *config.Config, domain string, entries []config.Entry) (node *config.Descriptor, plan bool) {
 	d := cfg.Domains[domain]
 	if d == nil || len(entries) == 0 {
-		return nil
+		return nil, false
 	}
 	level := d.Descriptors
 	var at *config.Descriptor
-	for _, e := range entries {
+	for i, e := range entries {
+		prev := at
 		at = nil
 		bestRank := 3
 		for _, n := range level {
@@ -61,11 +63,14 @@ func naiveMatch(cfg *config.Config, domain string, entries []config.Entry) *conf
 			}
 		}
 		if at == nil {
-			return nil
+			if prev != nil && i == len(entries)-1 && prev.PlanKey != "" && prev.PlanKey == e.Key {
+				return prev, true
+			}
+			return nil, false
 		}
 		level = at.Children
 	}
-	return at
+	return at, false
 }
 
 // globRegexp is the regular expression of a glob: each '*' any run of bytes.
@@ -78,13 +83,16 @@ func globRegexp(glob string) *regexp.Regexp {
 }
 
 // checkMatch compares m with the node the rules lead to.
-func checkMatch(t *testing.T, cfg *config.Config, entries []config.Entry, m config.Match, node *config.Descriptor) {
+func checkMatch(t *testing.T, cfg *config.Config, entries []config.Entry, m config.Match, node *config.Descriptor, plan bool) {
 	t.Helper()
 	want := config.Match{}
 	if node != nil {
 		want = config.Match{Limits: node.Limits, Unlimited: node.Unlimited}
 	}
-	if m.Unlimited != want.Unlimited || !slices.Equal(m.Limits, want.Limits) {
+	if plan {
+		want.Plan, want.PlanEntry = entries[len(entries)-1].Value, true
+	}
+	if m.Unlimited != want.Unlimited || !slices.Equal(m.Limits, want.Limits) || m.Plan != want.Plan || m.PlanEntry != want.PlanEntry {
 		t.Fatalf("Match(%q) = %+v, want %+v", entries, m, want)
 	}
 	if m.Unlimited && len(m.Limits) > 0 {

@@ -25,7 +25,7 @@ func (sc *scratch) headers(allowed bool, retry time.Duration) []*corev3.HeaderVa
 		if l.kind != kindLive || l.policy.Shadow || sc.listed(k, l.check) {
 			continue
 		}
-		sc.quotas = append(sc.quotas, httplimit.Quota{Policy: &l.policy.Policy, Result: sc.results[l.check]})
+		sc.quotas = append(sc.quotas, httplimit.Quota{Policy: &sc.checks[l.check].Applied().Policy, Result: sc.results[l.check]})
 	}
 	n := 0
 	if len(sc.quotas) > 0 {

@@ -132,8 +132,19 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // window of every period the tests use.
 func newEnv(t testing.TB, open opener, cfg *config.Config, opts ...Option) *env {
 	t.Helper()
+	return newEnvService(t, open, cfg, nil, opts...)
+}
+
+// newEnvService is newEnv with options for the service, given the env's
+// clock (to share it with an override store).
+func newEnvService(t testing.TB, open opener, cfg *config.Config, svcOpts func(*storetest.Clock) []service.Option, opts ...Option) *env {
+	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch.Add(15 * time.Second))
-	svc := service.New(open(t, clock), cfg, service.WithLogger(quiet))
+	sopts := []service.Option{service.WithLogger(quiet)}
+	if svcOpts != nil {
+		sopts = append(sopts, svcOpts(clock)...)
+	}
+	svc := service.New(open(t, clock), cfg, sopts...)
 	e := &env{t: t, clock: clock, svc: svc, srv: New(svc, append([]Option{WithClock(clock)}, opts...)...)}
 	e.conn = serve(t, e.srv.Register)
 	e.client = rlsv3.NewRateLimitServiceClient(e.conn)

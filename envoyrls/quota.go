@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/sluicehq/sluice"
 )
 
 // Quota mode (envoyproxy/ratelimit's quota_mode: true on a descriptor).
@@ -126,7 +124,8 @@ func (s *Server) quotaGone(ctx context.Context, sc *scratch) bool {
 				return false
 			}
 			c := sc.checks[j]
-			r, err := store.Decide(ctx, sluice.Request{Policy: &c.Policy.Policy, Key: c.Key})
+			c.Cost = 0
+			r, err := store.Decide(ctx, reqOf(c))
 			if err != nil || r.Remaining >= sc.costs[j] {
 				return false
 			}

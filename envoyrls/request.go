@@ -33,6 +33,7 @@ const (
 type limitRef struct {
 	policy *config.Policy
 	key    string
+	plan   string // the plan its descriptor named, for a policy with plans
 	cost   int64
 	desc   int32 // the descriptor's index in the request
 	check  int32 // index in scratch.checks, for kindLive
@@ -136,9 +137,13 @@ func (s *Server) collect(sc *scratch, cfg *config.Config, req *rlsv3.RateLimitRe
 		if len(m.Limits) == 0 {
 			continue
 		}
-		key := storeKey(sc.entries)
+		keyed := sc.entries
+		if m.PlanEntry {
+			keyed = keyed[:len(keyed)-1] // the plan's entry picks a limit, not a counter
+		}
+		key := storeKey(keyed)
 		for _, p := range m.Limits {
-			ref := limitRef{policy: p, key: key, cost: cost, desc: int32(i)}
+			ref := limitRef{policy: p, key: key, plan: m.Plan, cost: cost, desc: int32(i)}
 			if p.DeniesAll() {
 				// requests_per_unit: 0 bans the value: nothing to decide.
 				ref.kind = kindZeroLimit
@@ -174,9 +179,10 @@ func hits(reqHits uint32, d *ratelimitv3.RateLimitDescriptor) int64 {
 
 // plan turns the matched limits into the checks to decide: replaced limits are
 // dropped, the same (policy, key) from several descriptors becomes one check
-// charged the sum of their costs, and a cost above a policy's capacity is
-// flagged.
-func (sc *scratch) plan() {
+// charged the sum of their costs, each check is resolved to the limit it is
+// decided under (its override's or plan's, by svc; nil leaves the configured
+// ones), and a cost above that limit's capacity is flagged.
+func (sc *scratch) plan(svc *service.Service) {
 	sc.applyReplaces()
 	for i := range sc.limits {
 		l := &sc.limits[i]
@@ -194,11 +200,14 @@ func (sc *scratch) plan() {
 		j := sc.find(l.policy.Name, l.key)
 		if j < 0 {
 			j = len(sc.checks)
-			sc.checks = append(sc.checks, service.Check{Policy: l.policy, Key: l.key, Cost: l.cost})
+			sc.checks = append(sc.checks, service.Check{Policy: l.policy, Key: l.key, Cost: l.cost, Plan: l.plan})
 		} else {
 			sc.checks[j].Cost = min(sc.checks[j].Cost+l.cost, maxCost)
 		}
 		l.check = int32(j)
+	}
+	if svc != nil {
+		svc.Resolve(sc.checks)
 	}
 	n := len(sc.checks)
 	sc.costs = slices.Grow(sc.costs[:0], n)[:n]
@@ -207,7 +216,7 @@ func (sc *scratch) plan() {
 	for i := range sc.checks {
 		c := &sc.checks[i]
 		sc.costs[i], sc.flags[i] = c.Cost, 0
-		if c.Cost <= c.Policy.Capacity() {
+		if c.Cost <= c.Applied().Capacity() {
 			continue
 		}
 		if c.Policy.Shadow {
@@ -277,7 +286,7 @@ func (sc *scratch) descriptorOf(i int) int {
 	return -1
 }
 
-// reqOf is the store request of a check.
+// reqOf is the store request of a check, under the limit it is decided under.
 func reqOf(c service.Check) sluice.Request {
-	return sluice.Request{Policy: &c.Policy.Policy, Key: c.Key, Cost: c.Cost}
+	return sluice.Request{Policy: &c.Applied().Policy, Key: c.Key, Cost: c.Cost}
 }

@@ -144,7 +144,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	// must not match some descriptors against the old tree and some against
 	// the new one.
 	s.collect(sc, s.svc.Config(), req)
-	sc.plan()
+	sc.plan(s.svc)
 	if !sc.blocked && s.quotaGone(ctx, sc) {
 		sc.blocked = true // denied, and nothing charged
 	}

@@ -137,11 +137,13 @@ func (sc *scratch) moreRestrictive(a, b int) bool {
 	return rema < remb
 }
 
-// fill writes the status of a descriptor that reports limit l. A shadow limit
-// is never OVER_LIMIT: it is not enforced.
+// fill writes the status of a descriptor that reports limit l, under the
+// limit it was decided under (an override's or a plan's, when one applied).
+// A shadow limit is never OVER_LIMIT: it is not enforced.
 func (sc *scratch) fill(b *statusBlock, l *limitRef, now time.Time) {
 	var res sluice.Result
 	over := false
+	applied := l.policy
 	switch l.kind {
 	case kindRefused:
 		// Nothing was decided, so there is no limit to report.
@@ -156,11 +158,12 @@ func (sc *scratch) fill(b *statusBlock, l *limitRef, now time.Time) {
 	default:
 		res = sc.results[l.check]
 		over = sc.flags[l.check]&(flagExhausted|flagQuotaExhausted) != 0
+		applied = sc.checks[l.check].Applied()
 	}
 	if over {
 		b.status.Code = codeOverLimit
 	}
-	unit, rpu := rateOf(l.policy)
+	unit, rpu := rateOf(applied)
 	// The YAML name, as envoyproxy/ratelimit sends it (Envoy appends it to
 	// X-RateLimit-Limit); empty when the limit has none.
 	b.limit.Name = l.policy.RuleName
@@ -168,7 +171,7 @@ func (sc *scratch) fill(b *statusBlock, l *limitRef, now time.Time) {
 	b.limit.RequestsPerUnit = rpu
 	b.status.CurrentLimit = &b.limit
 	b.status.LimitRemaining = clampUint32(res.Remaining)
-	reset := untilReset(l.policy, res.ResetAfter, now)
+	reset := untilReset(applied, res.ResetAfter, now)
 	b.reset.Seconds = int64(reset / time.Second)
 	b.reset.Nanos = int32(reset % time.Second)
 	b.status.DurationUntilReset = &b.reset

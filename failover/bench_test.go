@@ -9,13 +9,18 @@ import (
 )
 
 // BenchmarkDecide is the cost the fail-over Store adds to a healthy primary
-// (the memory store): timeout, breaker, latency estimate, per call.
+// (the memory store): timeout, breaker, latency estimate, per call; and with
+// a breaker per node, the lookup of the request's node's breaker (nodeOf
+// itself costs nothing here: see redisstore's BenchmarkNodeOf).
 func BenchmarkDecide(b *testing.B) {
-	for _, name := range []string{"memory", "failover"} {
+	for _, name := range []string{"memory", "failover", "failover_per_node"} {
 		b.Run(name, func(b *testing.B) {
 			var s sluice.Store = memory.New()
-			if name == "failover" {
+			switch name {
+			case "failover":
 				s = failover.New(s)
+			case "failover_per_node":
+				s = failover.New(s, failover.WithBreakerPerNode(func(sluice.Request) string { return "10.0.0.2:6379" }))
 			}
 			b.RunParallel(func(pb *testing.PB) {
 				req := sluice.Request{Policy: policy, Key: "k"}

@@ -20,7 +20,9 @@
 //     (DefaultFailureRate of DefaultMinCalls, failures of the last
 //     DefaultWindow), counting the failures of calls in flight together as
 //     one, so one stall of the store is one failure; after a cool-down a few
-//     probes go through, and their success closes it;
+//     probes go through, and their success closes it; with
+//     WithBreakerPerNode, one per node (shard or Cluster master), so one node
+//     down sends only its own keys to the fail policy;
 //   - the fail policy, applied to every call the primary could not decide.
 //
 // Decisions made by the fail policy carry Result.Degraded; under FailClosed

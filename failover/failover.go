@@ -20,9 +20,9 @@ type Store struct {
 	nodes    int64
 	clock    sluice.Clock
 	br       breaker
-	storeBr  []*breaker               // {&br}
-	perNode  []*breaker               // WithBreakerPerNode: one per Redis node
-	nodeOf   func(sluice.Request) int // WithBreakerPerNode
+	storeBr  []*breaker   // {&br}
+	perNode  nodeBreakers // WithBreakerPerNode
+	onChange func(node string, from, to BreakerState)
 	timeouts timeouts
 	failed   atomic.Uint64
 	observer atomic.Pointer[func(Call)]
@@ -118,7 +118,14 @@ func WithClock(c sluice.Clock) Option { return func(s *Store) { s.clock = c } }
 // f runs with the breaker's lock held: it must be quick and must not call
 // the Store.
 func WithStateChange(f func(from, to BreakerState)) Option {
-	return func(s *Store) { s.br.onChange = f }
+	return WithNodeStateChange(func(_ string, from, to BreakerState) { f(from, to) })
+}
+
+// WithNodeStateChange is WithStateChange with the name of the node whose
+// breaker changed (see WithBreakerPerNode; "" for the store's own breaker).
+// It replaces any f set by WithStateChange, and the other way round.
+func WithNodeStateChange(f func(node string, from, to BreakerState)) Option {
+	return func(s *Store) { s.onChange = f }
 }
 
 // New returns a Store deciding on primary, with the fail policy, timeout and

@@ -57,7 +57,7 @@ func shardKilled(t *testing.T, perNode bool) shardTally {
 		failover.WithBreaker(failover.BreakerSettings{MinCalls: chaosFailures, Cooldown: chaosCooldown}),
 	}
 	if perNode {
-		opts = append(opts, failover.WithBreakerPerNode(rs.Shards(), func(r sluice.Request) int { return rs.ShardOf(r.Policy, r.Key) }))
+		opts = append(opts, failover.WithBreakerPerNode(func(r sluice.Request) string { return rs.NodeOf(r.Policy, r.Key) }))
 	}
 	fs := failover.New(rs, opts...)
 	p := &sluice.Policy{Name: "shards", Algorithm: sluice.GCRA, Limit: 1 << 40, Period: time.Hour}

@@ -158,6 +158,9 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, apiErr)
 		return
 	}
+	// Resolved first, so that the fields advertise the limits the decision
+	// was made under even if an override changes meanwhile.
+	a.svc.Resolve(checks)
 	results := make([]sluice.Result, len(checks))
 	allowed, err := a.svc.Decide(r.Context(), checks, results)
 	if err != nil {
@@ -175,7 +178,7 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		if c.Policy.Shadow {
 			continue // never enforced, so not advertised to the client
 		}
-		quotas = append(quotas, httplimit.Quota{Policy: a.svc.Effective(c), Result: res})
+		quotas = append(quotas, httplimit.Quota{Policy: &c.Applied().Policy, Result: res})
 		if !allowed {
 			retry = max(retry, res.RetryAfter)
 		}

@@ -7,7 +7,8 @@
 //	PUT, GET, DELETE /v1/admin/overrides/{policy}
 //	                        limits set at runtime per key or key prefix (admin)
 //	GET  /healthz           the process is up
-//	GET  /readyz            the store answers and the server is not draining
+//	GET  /readyz            the store answers, and the server is not starting
+//	                        (WithStarting) or draining
 //	GET  /metrics           Prometheus metrics
 //
 // A check answers 200 when allowed and 429 when denied, both with a JSON body
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/service"
 )
 
@@ -58,64 +60,136 @@ func WithMaxChecks(n int) Option { return func(a *api) { a.maxChecks = n } }
 // down and load balancers should move traffic away while it still answers.
 func WithDraining(draining func() bool) Option { return func(a *api) { a.draining = draining } }
 
+// WithStarting makes /readyz answer 503 {"status":"starting","waiting_for":…}
+// while waitingFor names something start-up still waits for (serve: the
+// first configuration from its xDS server), whatever the store's health.
+func WithStarting(waitingFor func() string) Option { return func(a *api) { a.waitingFor = waitingFor } }
+
 type api struct {
 	svc        *service.Service
 	adminToken string
 	maxBody    int64
 	maxChecks  int
 	draining   func() bool
+	waitingFor func() string
 }
 
 // New returns the API's handler over svc.
 func New(svc *service.Service, opts ...Option) http.Handler {
+	a := newAPI(svc, opts)
+	r := newRoutes()
+	r.handle("POST", "/v1/check", svc.Tracer().HTTP("POST", "/v1/check", http.HandlerFunc(a.check)))
+	r.handle("GET", "/v1/policies", http.HandlerFunc(a.policies))
+	if a.adminToken != "" {
+		r.handle("POST", "/v1/admin/reset", http.HandlerFunc(a.reset))
+		if svc.Overrides() != nil {
+			r.mux.Handle("PUT /v1/admin/overrides/{policy}", a.adminOnly(a.putOverride))
+			r.mux.Handle("GET /v1/admin/overrides", a.adminOnly(a.listOverrides))
+			r.mux.Handle("GET /v1/admin/overrides/{policy}", a.adminOnly(a.listOverrides))
+			r.mux.Handle("DELETE /v1/admin/overrides/{policy}", a.adminOnly(a.deleteOverride))
+		}
+	}
+	a.health(r)
+	return r.done()
+}
+
+// Health returns the handler of GET /healthz, /readyz and /metrics alone,
+// answering as New's do, for a server whose other port serves something
+// else (sluice proxy). Options other than WithDraining do not apply.
+func Health(svc *service.Service, opts ...Option) http.Handler {
+	r := newRoutes()
+	newAPI(svc, opts).health(r)
+	return r.done()
+}
+
+func newAPI(svc *service.Service, opts []Option) *api {
 	a := &api{svc: svc, maxBody: DefaultMaxBodyBytes, maxChecks: DefaultMaxChecks}
 	for _, o := range opts {
 		o(a)
 	}
-	mux := http.NewServeMux()
-	methods := map[string]string{} // path → its method, for 405 answers
-	handle := func(method, path string, h http.Handler) {
-		mux.Handle(method+" "+path, h)
-		methods[path] = method
-	}
-	handle("POST", "/v1/check", svc.Tracer().HTTP("POST", "/v1/check", http.HandlerFunc(a.check)))
-	handle("GET", "/v1/policies", http.HandlerFunc(a.policies))
-	if a.adminToken != "" {
-		handle("POST", "/v1/admin/reset", http.HandlerFunc(a.reset))
-		if svc.Overrides() != nil {
-			mux.Handle("PUT /v1/admin/overrides/{policy}", a.adminOnly(a.putOverride))
-			mux.Handle("GET /v1/admin/overrides", a.adminOnly(a.listOverrides))
-			mux.Handle("GET /v1/admin/overrides/{policy}", a.adminOnly(a.listOverrides))
-			mux.Handle("DELETE /v1/admin/overrides/{policy}", a.adminOnly(a.deleteOverride))
-		}
-	}
-	handle("GET", "/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return a
+}
+
+// health adds the process's health, readiness and metrics to r.
+func (a *api) health(r *routes) {
+	r.handle("GET", "/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
-	handle("GET", "/readyz", http.HandlerFunc(a.ready))
-	handle("GET", "/metrics", promhttp.HandlerFor(svc.Registry(), promhttp.HandlerOpts{}))
-	// Everything else gets a JSON error too.
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if m, ok := methods[r.URL.Path]; ok {
+	r.handle("GET", "/readyz", http.HandlerFunc(a.ready))
+	r.handle("GET", "/metrics", promhttp.HandlerFor(a.svc.Registry(), promhttp.HandlerOpts{}))
+}
+
+// routes is a mux that remembers each path's method, for 405 answers.
+type routes struct {
+	mux     *http.ServeMux
+	methods map[string]string // path → its method
+}
+
+func newRoutes() *routes { return &routes{mux: http.NewServeMux(), methods: map[string]string{}} }
+
+func (r *routes) handle(method, path string, h http.Handler) {
+	r.mux.Handle(method+" "+path, h)
+	r.methods[path] = method
+}
+
+// done adds the JSON answers to everything else and returns the mux.
+func (r *routes) done() http.Handler {
+	r.mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		if m, ok := r.methods[req.URL.Path]; ok {
 			w.Header().Set("Allow", m)
-			writeError(w, http.StatusMethodNotAllowed, &apiError{Code: "method_not_allowed", Message: r.URL.Path + " takes " + m})
+			writeError(w, http.StatusMethodNotAllowed, &apiError{Code: "method_not_allowed", Message: req.URL.Path + " takes " + m})
 			return
 		}
-		writeError(w, http.StatusNotFound, &apiError{Code: "not_found", Message: "no such endpoint: " + r.Method + " " + r.URL.Path})
+		writeError(w, http.StatusNotFound, &apiError{Code: "not_found", Message: "no such endpoint: " + req.Method + " " + req.URL.Path})
 	})
-	return mux
+	return r.mux
 }
 
 // policyView is one entry of GET /v1/policies.
 type policyView struct {
-	Name      string `json:"name"`
-	Algorithm string `json:"algorithm"`
-	Limit     int64  `json:"limit"`
-	Period    string `json:"period"`
-	PeriodMS  int64  `json:"period_ms"`
-	Burst     int64  `json:"burst,omitempty"`
-	Shadow    bool   `json:"shadow,omitempty"`
-	Source    string `json:"source,omitempty"`
+	Name      string     `json:"name"`
+	Algorithm string     `json:"algorithm"`
+	Limit     int64      `json:"limit"`
+	Period    string     `json:"period"`
+	PeriodMS  int64      `json:"period_ms"`
+	Burst     int64      `json:"burst,omitempty"`
+	Shadow    bool       `json:"shadow,omitempty"`
+	Plans     *plansView `json:"plans,omitempty"`
+	Source    string     `json:"source,omitempty"`
+}
+
+// plansView is a policy's plans in GET /v1/policies.
+type plansView struct {
+	Default string              `json:"default,omitempty"`
+	From    *planSourceView     `json:"from,omitempty"`
+	Limits  map[string]planView `json:"limits"`
+}
+
+type planSourceView struct {
+	DescriptorKey string `json:"descriptor_key,omitempty"`
+	Header        string `json:"header,omitempty"`
+}
+
+type planView struct {
+	Limit    int64  `json:"limit"`
+	Period   string `json:"period"`
+	PeriodMS int64  `json:"period_ms"`
+	Burst    int64  `json:"burst,omitempty"`
+}
+
+// viewPlans is the view of plans; nil for none.
+func viewPlans(pl *config.Plans) *plansView {
+	if pl == nil {
+		return nil
+	}
+	v := &plansView{Default: pl.Default, Limits: make(map[string]planView, len(pl.Limits))}
+	if pl.From != (config.PlanSource{}) {
+		v.From = &planSourceView{DescriptorKey: pl.From.DescriptorKey, Header: pl.From.Header}
+	}
+	for name, l := range pl.Limits {
+		v.Limits[name] = planView{Limit: l.Limit, Period: l.Period.String(), PeriodMS: l.Period.Milliseconds(), Burst: l.Burst}
+	}
+	return v
 }
 
 func (a *api) policies(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +197,7 @@ func (a *api) policies(w http.ResponseWriter, r *http.Request) {
 	out := make([]policyView, 0, len(cfg.Policies))
 	for _, p := range cfg.Policies {
 		v := policyView{Name: p.Name, Algorithm: string(p.Algorithm), Limit: p.Limit,
-			Period: p.Period.String(), PeriodMS: p.Period.Milliseconds(), Burst: p.Burst, Shadow: p.Shadow}
+			Period: p.Period.String(), PeriodMS: p.Period.Milliseconds(), Burst: p.Burst, Shadow: p.Shadow, Plans: viewPlans(p.Plans)}
 		if p.File != "" {
 			v.Source = p.File + ":" + itoa(int64(p.Line))
 		}
@@ -137,6 +211,12 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 	if a.draining != nil && a.draining() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 		return
+	}
+	if a.waitingFor != nil {
+		if what := a.waitingFor(); what != "" {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting", "waiting_for": what})
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()

@@ -128,7 +128,8 @@ func TestOverridesAPI(t *testing.T) {
 func TestCheckPlan(t *testing.T) {
 	plans := policy("tiered", sluice.FixedWindow, 1, time.Minute)
 	plans.Plans = &config.Plans{Default: "free", Limits: map[string]config.PlanLimit{
-		"free": {Limit: 2, Period: time.Minute}, "pro": {Limit: 5, Period: time.Minute}}}
+		"free": {Limit: 2, Period: time.Minute}, "pro": {Limit: 5, Period: time.Minute}},
+		From: config.PlanSource{Header: "X-Plan"}}
 	clock := storetest.NewClock(storetest.Epoch)
 	svc := service.New(memory.New(memory.WithClock(clock)), testConfig(plans))
 	srv := httptest.NewServer(httpapi.New(svc))
@@ -143,5 +144,28 @@ func TestCheckPlan(t *testing.T) {
 	}
 	if resp, _ := e.post("/v1/check", `{"policy":"tiered","key":"a","plan":"pro","plan":"free"}`); resp.StatusCode != 400 {
 		t.Errorf("a plan given twice: %d", resp.StatusCode)
+	}
+	// GET /v1/policies lists the plans, the default and where they come from.
+	var list struct {
+		Policies []struct {
+			Name  string
+			Plans struct {
+				Default string
+				From    map[string]string
+				Limits  map[string]struct {
+					Limit    int64
+					Period   string
+					PeriodMS int64 `json:"period_ms"`
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(e.get("/v1/policies")), &list); err != nil {
+		t.Fatal(err)
+	}
+	pl := list.Policies[0].Plans
+	if pl.Default != "free" || pl.From["header"] != "X-Plan" || len(pl.Limits) != 2 ||
+		pl.Limits["pro"].Limit != 5 || pl.Limits["pro"].Period != "1m0s" || pl.Limits["free"].PeriodMS != 60000 {
+		t.Errorf("policies: %+v", list.Policies)
 	}
 }

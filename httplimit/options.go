@@ -61,6 +61,18 @@ func Limit(limiter *sluice.Limiter, key Key, opts ...LimitOption) Option {
 // bucket.
 func FallbackKey(k Key) LimitOption { return func(l *limit) { l.Fallback = k.get } }
 
+// Plan decides each request of the limit by the limiter pick returns for it
+// (nil: the limit's own): one of the policy's plans, which must keep the
+// policy's name and algorithm, and so its state, under another limit. A
+// request whose plan cannot be told (no header, an unknown plan) should get
+// nil, and with it the limit's own limiter, so that nothing a client sends
+// escapes the limit. The RateLimit fields then advertise the limit applied.
+func Plan(pick func(*http.Request) *sluice.Limiter) LimitOption {
+	return func(l *limit) {
+		l.Pick = func(r *request) *sluice.Limiter { return pick(r.Request) }
+	}
+}
+
 // Shadow puts one limit in shadow mode: its decisions are computed and
 // reported (see OnShadowDenial) but never enforced, and its fields are not
 // sent to clients, who must not slow down for a limit that does not exist

@@ -14,8 +14,8 @@ type batchItem struct {
 	shard     *shard
 	found     bool
 	old, next sluice.State
-	oldCap    int32 // capacity of old's log buffer
-	logCap    int32 // capacity of next's
+	oldCap    logCapacity // capacity of old's log buffer
+	logCap    logCapacity // capacity of next's
 	u         *usage
 	needKeys  int
 	needBytes int64
@@ -52,7 +52,8 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 		if j, ok := it.shard.find(it.hash, it.id); ok {
 			it.found = true
 			e := &it.shard.entries[j]
-			it.old, it.oldCap = e.state, e.logCap
+			e.load(&it.old)
+			it.oldCap = e.logCap
 		}
 		it.next, results[i] = sluice.Decide(r.Policy, it.old, now, r.Cost)
 		if !results[i].Allowed {
@@ -122,7 +123,7 @@ func (s *Store) makeBatchRoom(reqs []sluice.Request, b []batchItem, results []sl
 		if j, ok := it.shard.find(it.hash, it.id); ok {
 			e := &it.shard.entries[j]
 			it.u = e.usage
-			it.needBytes -= entryBytes(len(e.id.key), e.logCap)
+			it.needBytes -= entryBytes(len(e.key), e.logCap)
 		} else {
 			it.u = s.budgets.usage(r.Policy.Name)
 			it.needKeys = 1

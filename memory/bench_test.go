@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,7 +76,7 @@ func serialAndParallel(b *testing.B, keys []string, allow func(key string) error
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
-		start := cpuTime(b)
+		start := memory.CPUTime(b)
 		for b.Loop() {
 			if err := allow(keys[i]); err != nil {
 				b.Fatal(err)
@@ -86,12 +85,12 @@ func serialAndParallel(b *testing.B, keys []string, allow func(key string) error
 				i = 0
 			}
 		}
-		b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(memory.CPUTime(b)-start)/float64(b.N), "cpu-ns/op")
 	})
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		var seed atomic.Uint64
-		start := cpuTime(b)
+		start := memory.CPUTime(b)
 		b.RunParallel(func(pb *testing.PB) {
 			x := seed.Add(0x9e3779b97f4a7c15) | 1
 			for pb.Next() {
@@ -104,17 +103,8 @@ func serialAndParallel(b *testing.B, keys []string, allow func(key string) error
 				}
 			}
 		})
-		b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(memory.CPUTime(b)-start)/float64(b.N), "cpu-ns/op")
 	})
-}
-
-// cpuTime returns the CPU time (user and system) the process has used, in ns.
-func cpuTime(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // rateMap is the peer: what many services write by hand.
@@ -159,7 +149,7 @@ func BenchmarkFloor(b *testing.B) {
 			p := &sluice.Policy{Name: "bench", Algorithm: a, Limit: benchLimit, Period: benchPeriod}
 			var st sluice.State
 			now := time.Now().UnixMicro()
-			start := cpuTime(b)
+			start := memory.CPUTime(b)
 			for b.Loop() {
 				next, res := sluice.Decide(p, st, now, 1)
 				if res.Allowed {
@@ -167,17 +157,17 @@ func BenchmarkFloor(b *testing.B) {
 				}
 				now += 3600 // one emission interval: a steady, mostly admitted stream
 			}
-			b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(memory.CPUTime(b)-start)/float64(b.N), "cpu-ns/op")
 		})
 	}
 	b.Run("clock", func(b *testing.B) {
 		anchor := time.Now()
 		var sum time.Duration
-		start := cpuTime(b)
+		start := memory.CPUTime(b)
 		for b.Loop() {
 			sum += time.Since(anchor)
 		}
-		b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(memory.CPUTime(b)-start)/float64(b.N), "cpu-ns/op")
 		if sum < 0 {
 			b.Fatal("clock ran backwards")
 		}

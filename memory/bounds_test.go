@@ -208,3 +208,51 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
 }
+
+// A denial leaves the state as it is, but a policy changed since may keep that
+// state longer (a longer period) or make it unsafe to drop sooner (a smaller
+// capacity): the store then keeps it for as long, and does not evict it.
+func TestDenialUnderAChangedPolicyKeepsTheState(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch) // on an hour's start
+	s := memory.New(memory.WithClock(clock))
+	minute := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Minute})
+	hour := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Hour})
+	ctx := context.Background()
+	for range 2 {
+		if res, _ := minute.Allow(ctx, "k"); !res.Allowed {
+			t.Fatal("denied within the limit")
+		}
+	}
+	clock.Advance(30 * time.Second)
+	if res, _ := hour.Allow(ctx, "k"); res.Allowed || res.ResetAfter != time.Hour-30*time.Second {
+		t.Fatalf("under the hour's window: %+v, want denied until the hour ends", res)
+	}
+	if ttl, ok := s.TTL("p", "k"); !ok || ttl != time.Hour-30*time.Second {
+		t.Fatalf("TTL %v (held %v), want the hour's window to its end", ttl, ok)
+	}
+	clock.Advance(5 * time.Minute) // past the minute's window: a sweep would forget the state
+	for i := range 100 {
+		hour.Allow(ctx, fmt.Sprint("sweep", i))
+	}
+	if res, _ := hour.Allow(ctx, "k"); res.Allowed {
+		t.Fatal("the state was forgotten at the minute's end")
+	}
+
+	// A capacity that shrank makes a state that was safe to drop unsafe.
+	clock = storetest.NewClock(storetest.Epoch)
+	s = memory.New(memory.WithClock(clock), memory.WithMaxKeys(1))
+	big := mustLimiter(t, s, sluice.Policy{Name: "q", Algorithm: sluice.FixedWindow, Limit: 6400, Period: time.Hour})
+	small := mustLimiter(t, s, sluice.Policy{Name: "q", Algorithm: sluice.FixedWindow, Limit: 64, Period: time.Hour})
+	if res, _ := big.AllowN(ctx, "victim", 64); !res.Allowed { // 64 of 6,400: within the slack, safe to drop
+		t.Fatal("denied within the limit")
+	}
+	if res, _ := small.Allow(ctx, "victim"); res.Allowed { // 64 of 64: not safe to drop any more
+		t.Fatal("admitted past the lowered limit")
+	}
+	if res, _ := small.Allow(ctx, "attacker"); res.Allowed {
+		t.Fatal("a new key evicted a state that is not safe to drop")
+	}
+	if res, _ := small.Allow(ctx, "victim"); res.Allowed {
+		t.Fatal("the victim's state was forgotten")
+	}
+}

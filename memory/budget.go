@@ -44,7 +44,7 @@ const evictionsPerInsert = 8
 const reservedShare = 8
 
 // entryBytes is what the byte budget charges for one key.
-func entryBytes(keyLen int, logCap int32) int64 {
+func entryBytes(keyLen int, logCap logCapacity) int64 {
 	return entryOverhead + keyBytesFactor*int64(keyLen) + int64(logCap)*logEntryBytes
 }
 

@@ -38,10 +38,14 @@ func TestLogCapTracksBuffer(t *testing.T) {
 			sh := &s.shards[i]
 			var sum int64
 			for _, e := range sh.entries {
-				if got := reflect.ValueOf(e.state.Log).FieldByName("buf").Cap(); got != int(e.logCap) {
-					t.Fatalf("step %d key %q: tracked log capacity %d, buffer %d", step, e.id.key, e.logCap, got)
+				var log sluice.Log
+				if e.log != nil {
+					log = *e.log
 				}
-				sum += entryBytes(len(e.id.key), e.logCap)
+				if got := reflect.ValueOf(log).FieldByName("buf").Cap(); got != int(e.logCap) {
+					t.Fatalf("step %d key %q: tracked log capacity %d, buffer %d", step, e.key, e.logCap, got)
+				}
+				sum += entryBytes(len(e.key), e.logCap)
 			}
 			if sum != sh.bytes {
 				t.Fatalf("step %d: shard charges %d bytes, its entries %d", step, sh.bytes, sum)

@@ -46,7 +46,9 @@ type Store struct {
 	maxKeys       int
 	maxBytes      int64
 	seed          maphash.Seed
-	now           func() int64 // microseconds since the epoch
+	clock         sluice.Clock // nil: the monotonic clock, from anchor
+	anchor        time.Time
+	anchorMicros  int64
 	budgets       budgets
 	evicted       atomic.Uint64
 	refused       atomic.Uint64
@@ -101,35 +103,32 @@ func New(opts ...Option) *Store {
 		maxKeys:       cf.maxKeys,
 		maxBytes:      cf.maxBytes,
 		seed:          maphash.MakeSeed(),
-		now:           monotonicMicros(),
+		clock:         cf.clock,
+		anchor:        time.Now(),
 	}
-	if cf.clock != nil {
-		clock := cf.clock
-		s.now = func() int64 { return clock.Now().UnixMicro() }
-	}
-	for i := range s.shards {
-		s.shards[i].index = make(map[uint64]int32)
-	}
+	s.anchorMicros = s.anchor.UnixMicro()
 	return s
 }
 
-// monotonicMicros reads the monotonic clock anchored to the wall clock once, like
+// now returns the store's time in microseconds since the epoch. Without a
+// Clock it reads the monotonic clock anchored to the wall clock once, like
 // sluice.SystemClock, without building a time.Time per call.
-func monotonicMicros() func() int64 {
-	anchor := time.Now()
-	base := anchor.UnixMicro()
-	return func() int64 { return base + int64(time.Since(anchor)/time.Microsecond) }
+func (s *Store) now() int64 {
+	if s.clock != nil {
+		return s.clock.Now().UnixMicro()
+	}
+	return s.anchorMicros + int64(time.Since(s.anchor)/time.Microsecond)
 }
 
 // Decide implements sluice.Store.
 func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
-	res, _ := s.apply(req.Policy, req.Key, req.Cost > 0, &op{kind: opDecide, req: req})
+	res, _ := s.apply(req.Policy, req.Key, req.Cost, req.Cost > 0, nil)
 	return res, nil
 }
 
-// op is what apply does to a state at now: a decision, a reservation or a
-// release. A concrete type rather than a func value lets the compiler see
-// that the state apply hands it stays on apply's stack.
+// op is what apply does to a state at now other than a decision: a
+// reservation or a release. A concrete type rather than a func value lets the
+// compiler see that the state apply hands it stays on apply's stack.
 type op struct {
 	kind   opKind
 	req    sluice.Request
@@ -141,14 +140,11 @@ type op struct {
 type opKind uint8
 
 const (
-	opDecide opKind = iota
-	opReserve
+	opReserve opKind = iota
 	opRelease
 )
 
 // run changes *st in place and returns the Result the entry's expiry follows.
-// apply makes decisions, the common case, itself: one call fewer per decision
-// is about 7% of a hot key's CPU.
 func (o *op) run(st *sluice.State, now int64) sluice.Result {
 	if o.kind == opReserve {
 		*st, o.r = sluice.Reserve(o.req.Policy, *st, now, o.req.Cost, o.upTo)
@@ -159,57 +155,81 @@ func (o *op) run(st *sluice.State, now int64) sluice.Result {
 }
 
 // apply replaces the state of (p, key) with what o makes of it at the
-// store's now, under the shard lock, and stores it within the bounds. The op
-// changes a copy of the state in place (cheaper than passing states by
-// value), so a refusal keeps the stored one. consumes
-// says whether an allowed result consumed units (a log's buffer may grow).
-// When the bounds leave no room it stores nothing and returns the denial
-// instead, with applied false.
-func (s *Store) apply(p *sluice.Policy, key string, consumes bool, o *op) (res sluice.Result, applied bool) {
+// store's now, under the shard lock, and stores it within the bounds; with o
+// nil, the common case, it decides a request of cost units itself, without
+// building an op or calling through one.
+// The state is changed in a copy (cheaper than passing states by value), so
+// a refusal keeps the stored one. consumes says whether an allowed result
+// consumed units (a log's buffer may grow). When the bounds leave no room it
+// stores nothing and returns the denial instead, with applied false.
+func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o *op) (res sluice.Result, applied bool) {
 	now := s.now()
 	id := idOf(p, key)
 	h := s.hash(id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	i, found := sh.find(h, id)
 	var next sluice.State
-	var logCap int32
+	var logCap logCapacity
 	if found {
-		next, logCap = sh.entries[i].state, sh.entries[i].logCap
+		sh.entries[i].load(&next)
+		logCap = sh.entries[i].logCap
 	}
 	oldLen := next.Log.Len()
-	if o.kind == opDecide {
-		res = sluice.DecideInPlace(p, &next, now, o.req.Cost)
+	if o == nil {
+		res = sluice.DecideInPlace(p, &next, now, cost)
 	} else {
 		res = o.run(&next, now)
 	}
+	applied = true
 	switch {
 	case res.ResetAfter == 0: // back to initial: nothing to keep
 		if found {
 			sh.remove(int(i))
 		}
+	case found && o == nil && (cost == 0 || !res.Allowed):
+		sh.keep(i, p, &res, now) // a peek or a denial leaves the state as it was
 	case found:
 		logCap = nextLogCap(logCap, oldLen, &next, res.Allowed && consumes)
-		if grown := int64(logCap-sh.entries[i].logCap) * logEntryBytes; grown > 0 {
-			sh.entries[i].pinned = true
-			ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
-			i, _ = sh.find(h, id) // evictions move entries
-			sh.entries[i].pinned = false
-			if !ok {
-				return s.refusal(p, wait), false
-			}
+		if logCap > sh.entries[i].logCap {
+			i, res, applied = s.growLog(sh, h, id, i, p, logCap, now, res)
 		}
-		sh.update(i, p, &next, &res, now, logCap)
+		if applied {
+			sh.update(i, p, &next, &res, now, logCap)
+		}
 	default:
 		logCap = nextLogCap(0, 0, &next, res.Allowed && consumes)
-		sh.sweep(now, sweepPerInsert)
-		u := s.budgets.usage(p.Name)
-		if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {
-			return s.refusal(p, wait), false
-		}
-		sh.insert(h, id, u, p, &next, &res, now, logCap)
+		res, applied = s.insert(sh, h, id, p, &next, res, now, logCap)
 	}
+	sh.mu.Unlock()
+	return res, applied
+}
+
+// growLog makes room in sh for entry i's log to grow to logCap entries. When
+// there is none it returns the refusal and false; otherwise the entry's
+// position, which evictions may have moved, and res unchanged.
+func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Policy, logCap logCapacity, now int64, res sluice.Result) (int32, sluice.Result, bool) {
+	grown := (int64(logCap) - int64(sh.entries[i].logCap)) * logEntryBytes
+	sh.entries[i].pinned = true
+	ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
+	i, _ = sh.find(h, id) // evictions move entries
+	sh.entries[i].pinned = false
+	if !ok {
+		return i, s.refusal(p, wait), false
+	}
+	return i, res, true
+}
+
+// insert stores a new key's state, res being the decision that produced it,
+// within the bounds: it returns res and true, or the refusal and false when
+// there is no room.
+func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *sluice.State, res sluice.Result, now int64, logCap logCapacity) (sluice.Result, bool) {
+	sh.sweep(now, sweepPerInsert)
+	u := s.budgets.usage(p.Name)
+	if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {
+		return s.refusal(p, wait), false
+	}
+	sh.insert(h, id, u, p, st, &res, now, logCap)
 	return res, true
 }
 
@@ -245,7 +265,7 @@ func (s *Store) Len() int {
 func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 	now := s.now()
 	for _, a := range sluice.Algorithms {
-		id := entryKey{policy: policy, alg: a, key: key}
+		id := entryKey{policy: policy, alg: algorithmIndex(a), key: key}
 		h := s.hash(id)
 		sh := &s.shards[h&s.mask]
 		sh.mu.Lock()
@@ -272,17 +292,7 @@ func (s *Store) hash(id entryKey) uint64 {
 	// anyway, so a fixed constant per algorithm is mixing enough and costs no
 	// third hash.
 	return maphash.String(s.seed, id.key) ^ bits.RotateLeft64(maphash.String(s.seed, id.policy), 29) ^
-		algorithmMix(id.alg)
-}
-
-// algorithmMix is a distinct odd multiple of the golden ratio per algorithm.
-func algorithmMix(a sluice.Algorithm) uint64 {
-	for i, b := range sluice.Algorithms {
-		if a == b {
-			return uint64(2*i+1) * 0x9e3779b97f4a7c15
-		}
-	}
-	return 0
+		uint64(2*id.alg+1)*0x9e3779b97f4a7c15 // a distinct odd multiple of the golden ratio
 }
 
 func insertSorted(xs []int, x int) []int {

@@ -9,41 +9,15 @@ import (
 
 // shard is one lock stripe: a dense slice of entries and an index into it. The
 // dense slice makes sweeping and sampling for eviction cheap. The index is keyed
-// by the entry's 64-bit hash, which is cheaper than hashing two strings again;
-// the rare key whose hash is already taken by another lives in spill.
+// by the hash each decision computes once, which is cheaper than hashing two
+// strings again.
 type shard struct {
 	mu      sync.Mutex
-	index   map[uint64]int32
-	spill   map[entryKey]int32 // nil until a collision happens
+	index   index
 	entries []entry
 	bytes   int64    // charged against the byte budget
 	hand    int      // where the next sweep or eviction sample starts
 	_       [64]byte // keep neighbouring shards' mutexes off one cache line
-}
-
-// entryKey identifies a state: like a Redis key, it holds the policy's name and
-// algorithm, so two policies of one name and different algorithms keep
-// separate states, as on every store.
-type entryKey struct {
-	policy string
-	alg    sluice.Algorithm
-	key    string
-}
-
-func idOf(p *sluice.Policy, key string) entryKey {
-	return entryKey{policy: p.Name, alg: p.Algorithm, key: key}
-}
-
-type entry struct {
-	id      entryKey
-	hash    uint64
-	expires int64 // microseconds; the state is initial from then on
-	safeAt  int64 // microseconds; from then on forgetting it is safe (see safeAt)
-	usage   *usage
-	state   sluice.State
-	logCap  int32 // capacity of state.Log's buffer, for the byte budget
-	spilled bool  // indexed in spill, not index
-	pinned  bool  // part of a decision in progress: not to be evicted
 }
 
 // sweepPerInsert is how many entries each insertion checks for expiry. Two keep
@@ -56,59 +30,73 @@ const evictSample, sampleReach = 8, 32
 
 // find returns the position of id's entry.
 func (sh *shard) find(h uint64, id entryKey) (int32, bool) {
-	i, ok := sh.index[h]
-	if ok && sh.entries[i].id == id {
-		return i, true
-	}
-	if sh.spill == nil {
+	slots := sh.index.slots
+	mask := len(slots) - 1
+	if mask < 0 {
 		return 0, false
 	}
-	i, ok = sh.spill[id]
-	return i, ok
-}
-
-func (sh *shard) setIndex(e *entry, i int32) {
-	if e.spilled {
-		sh.spill[e.id] = i
-	} else {
-		sh.index[e.hash] = i
+	tag := uint64(tagOf(h))
+	for i := int(tag) & mask; ; i = (i + 1) & mask {
+		slot := slots[i]
+		if slot == 0 {
+			return 0, false
+		}
+		if slot>>32 != tag {
+			continue
+		}
+		pos := slotPos(slot)
+		if e := &sh.entries[pos]; e.key == id.key && e.policy == id.policy && e.alg == id.alg {
+			return pos, true
+		}
 	}
 }
 
 // update replaces the state of entry i with what a decision under p produced.
-func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap int32) {
+func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) {
 	e := &sh.entries[i]
 	expires := now + res.ResetAfter.Microseconds()
 	// After a clock step backwards ResetAfter counts from the instant the
 	// state was last at; never forget it earlier than before.
 	expires = max(expires, e.expires)
 	if logCap != e.logCap { // only a log's buffer changes the charge
-		bytes := int64(logCap-e.logCap) * logEntryBytes
+		bytes := (int64(logCap) - int64(e.logCap)) * logEntryBytes
 		sh.bytes += bytes
 		e.usage.bytes.Add(bytes) // shared by every shard: not on every decision
 	}
-	e.expires, e.safeAt, e.state, e.logCap = expires, safeAt(p, res, now, expires), *st, logCap
+	e.expires, e.safeAt, e.logCap = expires, safeAt(p, res, now, expires), logCap
+	e.store(st)
+}
+
+// keep follows a peek or a denial under p, which left entry i's state as it
+// was. Its expiry and safeAt then change only when the policy did since the
+// state was written (a longer window keeps it longer, a smaller capacity makes
+// it unsafe to drop sooner), so keep writes only then: a hot key being denied
+// stays in every core's cache. A safeAt that would come earlier (a window's
+// count decaying, a bucket draining) is left as it is: forgetting the state
+// later than it may be is never unsafe.
+func (sh *shard) keep(i int32, p *sluice.Policy, res *sluice.Result, now int64) {
+	e := &sh.entries[i]
+	expires := max(now+res.ResetAfter.Microseconds(), e.expires)
+	at := safeAt(p, res, now, expires)
+	if expires != e.expires || at > max(e.safeAt, now) {
+		e.expires, e.safeAt = expires, max(at, e.safeAt)
+	}
 }
 
 // insert adds a new entry for what a decision under p produced; the caller has
 // made room.
-func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap int32) {
+func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) {
 	// A clone keeps a stored key from pinning the caller's buffer (a request
 	// header, say) for as long as the key lives.
-	id.key = strings.Clone(id.key)
 	expires := now + res.ResetAfter.Microseconds()
-	e := entry{id: id, hash: h, usage: u, expires: expires, safeAt: safeAt(p, res, now, expires), state: *st, logCap: logCap}
-	if _, taken := sh.index[h]; taken {
-		e.spilled = true
-		if sh.spill == nil {
-			sh.spill = make(map[entryKey]int32)
-		}
-	}
+	e := entry{tag: tagOf(h), key: strings.Clone(id.key), policy: id.policy, alg: id.alg, usage: u,
+		expires: expires, safeAt: safeAt(p, res, now, expires), logCap: logCap}
+	e.store(st)
 	bytes := entryBytes(len(id.key), logCap)
 	sh.bytes += bytes
 	u.add(bytes)
 	sh.entries = append(sh.entries, e)
-	sh.setIndex(&sh.entries[len(sh.entries)-1], int32(len(sh.entries)-1))
+	sh.index.add(e.tag, int32(len(sh.entries)-1))
 }
 
 // sweep checks up to n entries from the hand and forgets the expired ones.
@@ -166,17 +154,13 @@ func (sh *shard) pickSafe(now int64, only *usage) (int, int64) {
 func (sh *shard) remove(i int) {
 	last := len(sh.entries) - 1
 	e := &sh.entries[i]
-	if e.spilled {
-		delete(sh.spill, e.id)
-	} else {
-		delete(sh.index, e.hash)
-	}
-	bytes := entryBytes(len(e.id.key), e.logCap)
+	sh.index.remove(e.tag, int32(i))
+	bytes := entryBytes(len(e.key), e.logCap)
 	sh.bytes -= bytes
 	e.usage.release(bytes)
 	if i != last {
+		sh.index.move(sh.entries[last].tag, int32(last), int32(i))
 		sh.entries[i] = sh.entries[last]
-		sh.setIndex(&sh.entries[i], int32(i))
 	}
 	sh.entries[last] = entry{} // drop references for the GC
 	sh.entries = sh.entries[:last]
@@ -186,7 +170,7 @@ func (sh *shard) remove(i int) {
 // from a log of capacity c holding oldLen entries and left next: sluice.Log
 // doubles its buffer (to at least 4) when an admission finds it full, and
 // never shrinks it. (TestLogCapTracksBuffer checks this against the buffer.)
-func nextLogCap(c int32, oldLen int, next *sluice.State, admitted bool) int32 {
+func nextLogCap(c logCapacity, oldLen int, next *sluice.State, admitted bool) logCapacity {
 	switch {
 	case next.Log.Len() == 0:
 		return 0

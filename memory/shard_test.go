@@ -4,48 +4,50 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
 
-// Keys whose 64-bit hashes collide are kept apart through the spill map, and
-// removing either one (in any order, with entries moving around) keeps the
-// other findable.
+// Keys whose 64-bit hashes collide are kept apart (the index probes on and
+// compares the entries), and removing either one (in any order, with entries
+// moving around) keeps the other findable.
 func TestShardHashCollisions(t *testing.T) {
 	for _, removeFirst := range []bool{true, false} {
-		sh := &shard{index: make(map[uint64]int32)}
+		sh := new(shard)
 		u := new(usage)
 		p := &sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
 		res := sluice.Result{ResetAfter: 1000}
-		const h = 42
+		const h = 42 << 32
 		ids := make([]entryKey, 5)
 		for i := range ids {
 			ids[i] = entryKey{policy: "p", key: fmt.Sprint("k", i)}
 			hash := uint64(h)
 			if i >= 3 {
-				hash = uint64(100 + i) // bystanders with their own hashes
+				hash = uint64(100+i) << 32 // bystanders with their own tags
 			}
 			sh.insert(hash, ids[i], u, p, &sluice.State{Time: int64(i + 1)}, &res, 0, 0)
 		}
 		find := func(i int) (sluice.State, bool) {
 			hash := uint64(h)
 			if i >= 3 {
-				hash = uint64(100 + i)
+				hash = uint64(100+i) << 32
 			}
 			j, ok := sh.find(hash, ids[i])
-			if !ok {
-				return sluice.State{}, false
+			var st sluice.State
+			if ok {
+				sh.entries[j].load(&st)
 			}
-			return sh.entries[j].state, true
+			return st, ok
 		}
 		for i := range ids {
 			if st, ok := find(i); !ok || st.Time != int64(i+1) {
 				t.Fatalf("key %d: found=%v state %+v", i, ok, st)
 			}
 		}
-		victim := 1 // spilled
+		victim := 1 // the second in the probe sequence
 		if removeFirst {
-			victim = 0 // the one in the main index
+			victim = 0 // the first, whose slot the others shift into
 		}
 		j, _ := sh.find(h, ids[victim])
 		sh.remove(int(j))
@@ -61,5 +63,12 @@ func TestShardHashCollisions(t *testing.T) {
 				t.Fatalf("after removing %d: key %d found=%v state %+v", victim, i, ok, st)
 			}
 		}
+	}
+}
+
+// An entry spans two cache lines, never three (see entry).
+func TestEntrySize(t *testing.T) {
+	if size := unsafe.Sizeof(entry{}); size != 96 {
+		t.Fatalf("an entry takes %d bytes, want 96", size)
 	}
 }

@@ -118,13 +118,9 @@ func newRoute(cfg *config.Config, rc *config.Route, store sluice.Store,
 		if pol == nil { // config.Load rejects this; a hand-built Config may not
 			return route{}, fmt.Errorf("unknown policy %q", lc.Policy)
 		}
-		lim := limiters[lc.Policy]
-		if lim == nil {
-			var err error
-			if lim, err = sluice.New(store, pol.Policy); err != nil {
-				return route{}, err
-			}
-			limiters[lc.Policy] = lim
+		lim, err := limiterOf(limiters, store, pol, "")
+		if err != nil {
+			return route{}, err
 		}
 		key, err := keyOf(lc.Key)
 		if err != nil {
@@ -141,6 +137,13 @@ func newRoute(cfg *config.Config, rc *config.Route, store sluice.Store,
 		if pol.Shadow {
 			lopts = append(lopts, httplimit.Shadow())
 		}
+		if header := lc.PlanHeaderOf(pol); header != "" {
+			pick, err := planPicker(limiters, store, pol, header)
+			if err != nil {
+				return route{}, err
+			}
+			lopts = append(lopts, httplimit.Plan(pick))
+		}
 		mwOpts = append(mwOpts, httplimit.Limit(lim, key, lopts...))
 	}
 	mw, err := httplimit.New(append(mwOpts, o.limitOpts...)...)
@@ -149,6 +152,40 @@ func newRoute(cfg *config.Config, rc *config.Route, store sluice.Store,
 	}
 	rt.h = mw.Handler(next)
 	return rt, nil
+}
+
+// limiterOf returns the limiter of pol under plan ("": the default plan, or
+// the policy's own limit without one), made once per store and shared by
+// the routes: limiters are stateless, and the counters live in the store.
+func limiterOf(limiters map[string]*sluice.Limiter, store sluice.Store, pol *config.Policy, plan string) (*sluice.Limiter, error) {
+	id := pol.Name + "\x00" + plan
+	if lim := limiters[id]; lim != nil {
+		return lim, nil
+	}
+	lim, err := sluice.New(store, pol.ForPlan(plan))
+	if err != nil {
+		return nil, err
+	}
+	limiters[id] = lim
+	return lim, nil
+}
+
+// planPicker returns the function that picks a request's plan limiter from
+// header: a plan of pol's limits, or nil (the default plan's limiter, the
+// limit's own) for a missing or unknown plan, whatever its size.
+func planPicker(limiters map[string]*sluice.Limiter, store sluice.Store, pol *config.Policy, header string) (func(*http.Request) *sluice.Limiter, error) {
+	if pol.Plans == nil { // config.Load refuses this; a hand-built Config may not
+		return nil, fmt.Errorf("policy %q has no plans for plan header %s", pol.Name, header)
+	}
+	byPlan := make(map[string]*sluice.Limiter, len(pol.Plans.Limits))
+	for plan := range pol.Plans.Limits {
+		lim, err := limiterOf(limiters, store, pol, plan)
+		if err != nil {
+			return nil, fmt.Errorf("policy %q plan %q: %w", pol.Name, plan, err)
+		}
+		byPlan[plan] = lim
+	}
+	return func(r *http.Request) *sluice.Limiter { return byPlan[r.Header.Get(header)] }, nil
 }
 
 // keyOf turns a configured key into the middleware's.

@@ -45,7 +45,7 @@ func (s *Store) decideSpread(ctx context.Context, reqs []sluice.Request, keys []
 	denied, wait := false, int64(0)
 	for i := range calls {
 		if calls[i].Err != nil {
-			return scriptError(calls[i].Script, calls[i].Err)
+			return scriptError(calls[i].Script, s.blame(keys[i], calls[i].Err))
 		}
 		if r := calls[i].Reply; r[replyAllowed] == 0 {
 			denied, wait = true, max(wait, r[replyRetry])
@@ -73,7 +73,7 @@ func (s *Store) decideSpread(ctx context.Context, reqs []sluice.Request, keys []
 			// This reservation may or may not have been applied; if it was,
 			// its units stay consumed until they expire (never over-admits).
 			s.refund(ctx, reqs, keys, held, order[:k])
-			return scriptError(calls[i].Script, err)
+			return scriptError(calls[i].Script, s.blame(keys[i], err))
 		}
 		if reply[replyAllowed] == 0 {
 			s.refund(ctx, reqs, keys, held, order[:k])

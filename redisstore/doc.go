@@ -8,12 +8,16 @@
 // On Redis 7 and later the store loads its Lua once per server as a function
 // library (FUNCTION LOAD, on every master of a Cluster) and decides with one
 // FCALL, which runs only the decision's own function. Where Functions are
-// unavailable — Redis before 7, or FUNCTION refused by an ACL or a managed
-// service — it runs the same Lua as scripts: EVALSHA, with EVAL when the
-// server has lost its script cache; every call then also re-runs the
+// unavailable — Redis before 7, FUNCTION refused by an ACL (NOPERM), renamed
+// away or disabled by a managed service, or FUNCTION LOAD failing with any
+// other error of the server (another Redis flavour, a function name another
+// library took) — it runs the same Lua as scripts: EVALSHA, with EVAL when
+// the server has lost its script cache; every call then also re-runs the
 // script's definitions, which costs Redis more CPU per decision. The choice
-// is made by the first call (or Store.Mode, which a service logs at
-// start-up) and kept. A server that loses the library (FUNCTION FLUSH, a
+// is made by the first call that reaches Redis (or Store.Mode, which a
+// service logs at start-up with Store.ModeReason) and kept; only a server
+// that cannot be reached, or answers that it is loading, busy or failing
+// over, leaves it to the next call. A server that loses the library (FUNCTION FLUSH, a
 // restart with no data, a new Cluster master) gets it again on the next call
 // that misses it, which is then retried once. The library's name carries a
 // hash of its code (sluice_<hash>), so versions of Sluice sharing one Redis
@@ -28,6 +32,9 @@
 // or independent servers sharded by key: see ShardedRunner) and builds a
 // rueidis client per server; New takes a rueidis.Client the caller already has;
 // package redisstore/goredis runs the same scripts on a go-redis client.
+// NodeOf names the server (shard or Cluster master) that holds a key, for a
+// circuit breaker per node (failover.WithBreakerPerNode); on a Cluster the
+// store reads the slot map itself for that, every second while in use.
 //
 // The scripts compute exactly what sluice.Decide computes, with the same
 // integer formulas: Lua's numbers are doubles, exact for the integers below

@@ -122,6 +122,14 @@ func (l *lazyRunner) Mode(ctx context.Context) (Mode, error) {
 	return r.Mode(ctx)
 }
 
+// ModeReason implements modeReasoner once connected.
+func (l *lazyRunner) ModeReason() string {
+	if r := l.runner.Load(); r != nil {
+		return r.ModeReason()
+	}
+	return ""
+}
+
 // Colocated answers for the connected client; before there is one, every
 // call fails anyway.
 func (l *lazyRunner) Colocated(keys []string) bool {

@@ -29,22 +29,38 @@ const (
 // of other client libraries (package redisstore/goredis) embed it. The zero
 // value is ready to use.
 type Functions struct {
-	mode atomic.Pointer[Mode] // nil until decided
-	mu   sync.Mutex           // one first load at a time
+	mode atomic.Pointer[decision] // nil until decided
+	mu   sync.Mutex               // one first load at a time
+}
+
+// decision is a mode and why it was chosen.
+type decision struct {
+	mode Mode
+	why  string
 }
 
 // Current returns the mode, or "" before the first load has succeeded or
 // been refused.
 func (f *Functions) Current() Mode {
-	if m := f.mode.Load(); m != nil {
-		return *m
+	if d := f.mode.Load(); d != nil {
+		return d.mode
+	}
+	return ""
+}
+
+// Reason says why the mode was chosen — the server accepted the library, or
+// its answer refusing it — or "" before it is decided.
+func (f *Functions) Reason() string {
+	if d := f.mode.Load(); d != nil {
+		return d.why
 	}
 	return ""
 }
 
 // Mode returns the mode, deciding it first if need be: load (FUNCTION LOAD
-// of Library on every server) succeeding means ModeFunctions, refused means
-// ModeScripts; another error (Redis unreachable) leaves it undecided.
+// of Library on every server) succeeding means ModeFunctions; refused — any
+// error the server answers, see LoadResult — means ModeScripts; not reaching
+// the server leaves it undecided.
 func (f *Functions) Mode(ctx context.Context, load func(context.Context) error) (Mode, error) {
 	if m := f.Current(); m != "" {
 		return m, nil
@@ -57,9 +73,9 @@ func (f *Functions) Mode(ctx context.Context, load func(context.Context) error) 
 	err := load(ctx)
 	switch {
 	case err == nil:
-		f.set(ModeFunctions)
+		f.set(ModeFunctions, "the server loaded the function library (Redis 7+)")
 	case FunctionsRefused(err):
-		f.set(ModeScripts)
+		f.set(ModeScripts, err.Error())
 	default:
 		return "", err
 	}
@@ -75,7 +91,7 @@ func (f *Functions) Retry(ctx context.Context, err error, load func(context.Cont
 	case err == nil:
 		return ""
 	case FunctionsRefused(err):
-		f.set(ModeScripts)
+		f.set(ModeScripts, "FCALL: "+err.Error())
 		return ModeScripts
 	case !FunctionMissing(err):
 		return ""
@@ -84,13 +100,13 @@ func (f *Functions) Retry(ctx context.Context, err error, load func(context.Cont
 	case lerr == nil:
 		return ModeFunctions
 	case FunctionsRefused(lerr):
-		f.set(ModeScripts)
+		f.set(ModeScripts, lerr.Error())
 		return ModeScripts
 	}
 	return ""
 }
 
-func (f *Functions) set(m Mode) { f.mode.Store(&m) }
+func (f *Functions) set(m Mode, why string) { f.mode.Store(&decision{m, why}) }
 
 // FunctionMissing reports whether err is a server's answer that the function
 // called does not exist: the library was never loaded there, or was lost.
@@ -105,6 +121,9 @@ func FunctionsRefused(err error) bool {
 	if err == nil {
 		return false
 	}
+	if _, ok := errors.AsType[*loadRefused](err); ok {
+		return true
+	}
 	msg := err.Error()
 	for _, s := range []string{"unknown command", "unknown subcommand", "NOPERM", "not allowed", "not supported"} {
 		if strings.Contains(msg, s) {
@@ -114,12 +133,60 @@ func FunctionsRefused(err error) bool {
 	return false
 }
 
+// ServerReply marks err (when not nil) as the server's own error reply to
+// FUNCTION LOAD, rather than a failure to reach it, for LoadResult: a
+// Runner's load wraps the errors its client reports as replies.
+func ServerReply(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &serverReply{err}
+}
+
+type serverReply struct{ err error }
+
+func (e *serverReply) Error() string { return e.err.Error() }
+func (e *serverReply) Unwrap() error { return e.err }
+
+// loadRefused is LoadResult's refusal: FunctionsRefused, whatever it says.
+type loadRefused struct{ err error }
+
+func (e *loadRefused) Error() string { return e.err.Error() }
+func (e *loadRefused) Unwrap() error { return e.err }
+
+// transientReplies start the replies of a server that cannot answer now but
+// will (loading, busy, failing over): they leave the mode undecided, as an
+// unreachable server does, and the next call tries again.
+var transientReplies = []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"}
+
+// refusal reports whether err, one node's FUNCTION LOAD error, makes the
+// store use scripts: a known refusal (FunctionsRefused), or any other reply
+// of the server (ServerReply) that is not transient — another Redis flavour,
+// a renamed or disabled command, a function name taken by another library.
+// Deciding is what matters: an undecided mode would try FUNCTION LOAD again
+// on every call and fail each one, while scripts work wherever EVAL does.
+func refusal(err error) bool {
+	if FunctionsRefused(err) {
+		return true
+	}
+	if _, ok := errors.AsType[*serverReply](err); !ok {
+		return false
+	}
+	msg := err.Error()
+	for _, p := range transientReplies {
+		if strings.HasPrefix(msg, p) {
+			return false
+		}
+	}
+	return true
+}
+
 // LoadResult sums up FUNCTION LOAD of the library on every node, given each
-// node's error (nil: loaded): a refusal anywhere is returned as is (see
-// FunctionsRefused: the store then uses scripts); otherwise one node that
-// loaded it is success — a node down now loads it on the retry after it
-// answers that the function is missing — and a replica's READONLY does not
-// count (it gets the library from its master).
+// node's error (nil: loaded): a refusal anywhere (see refusal) is returned
+// as one that FunctionsRefused reports, and the store then uses scripts;
+// otherwise one node that loaded it is success — a node down now loads it on
+// the retry after it answers that the function is missing — and a replica's
+// READONLY does not count (it gets the library from its master).
 func LoadResult(errs map[string]error) error {
 	var failed []error
 	loaded := false
@@ -127,8 +194,8 @@ func LoadResult(errs map[string]error) error {
 		switch {
 		case err == nil:
 			loaded = true
-		case FunctionsRefused(err):
-			return fmt.Errorf("FUNCTION LOAD on %s: %w", node, err)
+		case refusal(err):
+			return &loadRefused{fmt.Errorf("FUNCTION LOAD on %s: %w", node, err)}
 		case !strings.Contains(err.Error(), "READONLY"):
 			failed = append(failed, fmt.Errorf("FUNCTION LOAD on %s: %w", node, err))
 		}
@@ -140,4 +207,20 @@ func LoadResult(errs map[string]error) error {
 		return errors.New("FUNCTION LOAD: no node to load the library on")
 	}
 	return errors.Join(failed...)
+}
+
+// modeReasoner is a Runner that says why it runs in its mode, as this
+// package's and package goredis's do.
+type modeReasoner interface{ ModeReason() string }
+
+// ModeReason says why Mode is what it is — the server loaded the library, or
+// the answer that refused it — for a service to log next to the mode; ""
+// before Mode is decided, or for a Runner that does not say.
+func (s *Store) ModeReason() string { return modeReason(s.run) }
+
+func modeReason(r Runner) string {
+	if mr, ok := r.(modeReasoner); ok {
+		return mr.ModeReason()
+	}
+	return ""
 }

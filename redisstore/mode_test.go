@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -116,5 +117,94 @@ func TestScriptsMode(t *testing.T) {
 	t.Run("NoScript", func(t *testing.T) { rstest.NoScript(t, tg) })
 	if got := calls(t, srv, "fcall"); got != 0 {
 		t.Errorf("%d FCALLs attempted, want none once FUNCTION LOAD was refused", got)
+	}
+}
+
+// scriptsFallback opens a store on srv as u, checks that it chose scripts
+// for a reason containing why, and that decisions then run by EVALSHA.
+func scriptsFallback(t *testing.T, srv *redistest.Server, u string, why string) {
+	t.Helper()
+	s := redisstore.New(newClient(t, u), rstest.Defaults()...)
+	if got := s.ModeReason(); got != "" {
+		t.Errorf("ModeReason before the mode is decided = %q", got)
+	}
+	m, err := s.Mode(context.Background())
+	if err != nil || m != redisstore.ModeScripts {
+		t.Fatalf("Mode = %q, %v; want %q", m, err, redisstore.ModeScripts)
+	}
+	if got := s.ModeReason(); !strings.Contains(got, why) {
+		t.Errorf("ModeReason = %q; want it to contain %q", got, why)
+	}
+	evalshas := calls(t, srv, "evalsha")
+	decideSome(t, s, 2)
+	if got := calls(t, srv, "evalsha") - evalshas; got != 2*len(sluice.Algorithms) {
+		t.Errorf("%d EVALSHAs for %d decisions", got, 2*len(sluice.Algorithms))
+	}
+	if got := calls(t, srv, "fcall"); got != 0 {
+		t.Errorf("%d FCALLs, want none in scripts mode", got)
+	}
+}
+
+// TestScriptsModeACL: a user whose ACL lacks +function gets NOPERM from
+// FUNCTION LOAD, and scripts.
+func TestScriptsModeACL(t *testing.T) {
+	srv := redistest.Start(t)
+	if _, err := srv.Do("ACL", "SETUSER", "nofn", "on", ">pw", "~*", "&*", "+@all", "-function"); err != nil {
+		t.Fatal(err)
+	}
+	u := url.URL{Scheme: "redis", Host: srv.Addr(), User: url.UserPassword("nofn", "pw")}
+	scriptsFallback(t, srv, u.String(), "NOPERM")
+}
+
+// TestScriptsModeRenamedFunction: a server where FUNCTION is renamed away
+// answers "unknown command", and the store uses scripts.
+func TestScriptsModeRenamedFunction(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithArgs("--rename-command", "FUNCTION", ""))
+	if _, err := srv.Do("FUNCTION", "LIST"); err == nil {
+		t.Fatal("FUNCTION LIST answered on a server with FUNCTION renamed away")
+	}
+	scriptsFallback(t, srv, srv.URL(), "unknown command")
+}
+
+// TestScriptsModeUnexpectedError: FUNCTION LOAD failing with an error no
+// list foresees — here a function name already taken by another library —
+// still decides the mode: scripts, rather than a FUNCTION LOAD again, and a
+// failure, on every call.
+func TestScriptsModeUnexpectedError(t *testing.T) {
+	srv := redistest.Start(t)
+	_, src := redisstore.Library()
+	_, rest, ok := strings.Cut(src, "register_function('")
+	if !ok {
+		t.Fatal("no register_function in the library")
+	}
+	fn, _, _ := strings.Cut(rest, "'")
+	squatter := "#!lua name=squatter\nredis.register_function('" + fn + "', function() return 1 end)"
+	if _, err := srv.Do("FUNCTION", "LOAD", squatter); err != nil {
+		t.Fatal(err)
+	}
+	scriptsFallback(t, srv, srv.URL(), "already exists")
+}
+
+// TestLoadResult: which FUNCTION LOAD errors decide scripts.
+func TestLoadResult(t *testing.T) {
+	for _, tc := range []struct {
+		err     error
+		refused bool
+	}{
+		{redisstore.ServerReply(errors.New("ERR Function x already exists")), true},
+		{redisstore.ServerReply(errors.New("ERR unknown command 'FUNCTION'")), true},
+		{errors.New("NOPERM this user has no permissions"), true},
+		{redisstore.ServerReply(errors.New("LOADING Redis is loading the dataset in memory")), false},
+		{redisstore.ServerReply(errors.New("BUSY Redis is busy running a script")), false},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},
+		{context.DeadlineExceeded, false},
+	} {
+		err := redisstore.LoadResult(map[string]error{"n1": tc.err})
+		if err == nil || redisstore.FunctionsRefused(err) != tc.refused {
+			t.Errorf("LoadResult(%v) = %v, refused %v; want refused %v", tc.err, err, redisstore.FunctionsRefused(err), tc.refused)
+		}
+	}
+	if err := redisstore.LoadResult(map[string]error{"n1": nil, "n2": errors.New("i/o timeout")}); err != nil {
+		t.Errorf("one node loaded: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
@@ -60,6 +61,11 @@ func testSlots(t *testing.T, c rueidis.Client) {
 	keys := []string{"", "foo", "bar", "123456789", "{user1000}.following", "{user1000}.followers",
 		"a{b}c", "{}x", "x{}", "}{", "{a}{b}", "{{a}}", "ключ\x00\xff",
 		s.Key(p, "alice"), s.Key(p, "a{b}"), s.Key(p, "}{"), s.Key(p, "%7B")}
+	rng := rand.New(rand.NewPCG(16384, 1))
+	for range 200 {
+		k := randomKey(rng)
+		keys = append(keys, k, s.Key(p, k))
+	}
 	for _, k := range keys {
 		want, err := c.Do(ctx, c.B().ClusterKeyslot().Key(k).Build()).AsInt64()
 		if err != nil {

@@ -88,6 +88,7 @@ func TestCluster(t *testing.T) {
 	t.Run("NoScript", func(t *testing.T) { rstest.NoScript(t, tg) })
 	t.Run("CrossSlotRace", func(t *testing.T) { rstest.CrossSlotRace(t, tg) })
 	t.Run("Slots", func(t *testing.T) { testSlots(t, c) })
+	t.Run("Nodes", func(t *testing.T) { testNodes(t, cl) })
 	t.Run("Paths", func(t *testing.T) { testPaths(t, c, true) })
 	t.Run("Open", func(t *testing.T) { testOpen(t, cl.URL()) })
 	t.Run("Mode", func(t *testing.T) { testModeCluster(t, cl, c) })

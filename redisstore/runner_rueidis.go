@@ -13,6 +13,7 @@ type rueidisRunner struct {
 	c       rueidis.Client
 	cluster bool
 	fn      Functions
+	nodes   *clusterNodes // a Cluster's slot map (clusternodes.go); nil otherwise
 }
 
 // NewRunner returns the Runner that New uses on a rueidis client, for callers
@@ -20,11 +21,18 @@ type rueidisRunner struct {
 func NewRunner(c rueidis.Client) Runner { return newRueidisRunner(c) }
 
 func newRueidisRunner(c rueidis.Client) *rueidisRunner {
-	return &rueidisRunner{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
+	r := &rueidisRunner{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
+	if r.cluster {
+		r.nodes = newClusterNodes(c)
+	}
+	return r
 }
 
 // Mode implements Runner.
 func (r *rueidisRunner) Mode(ctx context.Context) (Mode, error) { return r.fn.Mode(ctx, r.load) }
+
+// ModeReason says why Mode is what it is.
+func (r *rueidisRunner) ModeReason() string { return r.fn.Reason() }
 
 // Run sends FCALL in ModeFunctions; otherwise rueidis.Lua, which sends
 // EVALSHA and falls back to EVAL on NOSCRIPT.
@@ -62,7 +70,11 @@ func (r *rueidisRunner) load(ctx context.Context) error {
 			errs[addr] = nil
 			continue
 		}
-		errs[addr] = n.Do(ctx, n.B().FunctionLoad().Replace().FunctionCode(src).Build()).Error()
+		err = n.Do(ctx, n.B().FunctionLoad().Replace().FunctionCode(src).Build()).Error()
+		if _, reply := rueidis.IsRedisErr(err); reply {
+			err = ServerReply(err)
+		}
+		errs[addr] = err
 	}
 	return LoadResult(errs)
 }

@@ -102,8 +102,9 @@ func (e *ShardError) Error() string { return "shard " + e.Name + ": " + e.Err.Er
 // Unwrap returns the shard's error.
 func (e *ShardError) Unwrap() error { return e.Err }
 
-// FailedNode returns e.Shard, for failover.WithBreakerPerNode.
-func (e *ShardError) FailedNode() int { return e.Shard }
+// FailedNode returns e.Name, as Store.NodeOf names the shard, for
+// failover.WithBreakerPerNode.
+func (e *ShardError) FailedNode() string { return e.Name }
 
 // RunMulti sends each shard its calls, the shards in parallel, so a set
 // spread over shards costs one round trip, not one per shard.
@@ -185,6 +186,18 @@ func (r *ShardedRunner) Mode(ctx context.Context) (Mode, error) {
 		}
 	}
 	return mode, nil
+}
+
+// ModeReason gives each shard's reason, "name: reason; ..."; shards that
+// have not decided yet are left out.
+func (r *ShardedRunner) ModeReason() string {
+	var parts []string
+	for _, s := range r.shards {
+		if why := modeReason(s.Runner); why != "" {
+			parts = append(parts, s.Name+": "+why)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // hash64 is FNV-1a of s: stable across processes and releases, as placement

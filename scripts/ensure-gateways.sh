@@ -3,23 +3,20 @@
 # forward-auth tests, which run both in front of a test upstream. Needs root
 # for apt-get.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 # Debian installs nginx in /usr/sbin, which is on root's PATH only.
 PATH=$PATH:/usr/sbin
 missing=()
 command -v caddy >/dev/null 2>&1 || missing+=(caddy)
 command -v nginx >/dev/null 2>&1 || missing+=(nginx)
 [ ${#missing[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+if ! can_apt_install; then
   echo "${missing[*]} not installed and this script cannot install them (needs root and apt-get)." >&2
   echo "Install the Debian packages ${missing[*]} (or put the binaries on PATH) and rerun." >&2
   exit 1
 fi
 echo "installing ${missing[*]} (apt-get)..." >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt_install "${missing[@]}"
 # The packages start system-wide servers (ports 80 and 2019); the tests start their own.
-for s in "${missing[@]}"; do
-  (service "$s" stop || systemctl stop "$s") >/dev/null 2>&1 || true
-done
+stop_services "${missing[@]}"
 command -v caddy >/dev/null && command -v nginx >/dev/null

@@ -36,6 +36,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 CONCURRENCY=${CONCURRENCY:-64}
@@ -45,16 +46,13 @@ LOADS=${LOADS:-hot keys}
 VARIANTS=${VARIANTS:-lease redis memory}
 WARMUP=${WARMUP:-0s}
 
-for bin in redis-server redis-cli curl python3; do
-	command -v "$bin" >/dev/null || { echo "lease-nodes.sh: $bin not found" >&2; exit 1; }
-done
+require lease-nodes.sh redis-server redis-cli curl python3
 
 work=$(mktemp -d)
 pids=()
 stop() {
 	for p in "${pids[@]}"; do
-		kill "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
+		stop_pid "$p"
 	done
 	pids=()
 }
@@ -62,28 +60,17 @@ redis_pid=
 cleanup() {
 	stop
 	if [[ -n $redis_pid ]]; then
-		kill "$redis_pid" 2>/dev/null || true
-		wait "$redis_pid" 2>/dev/null || true
+		stop_pid "$redis_pid"
 	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
-
 go build -o "$work/sluice" ./cmd/sluice
 
-PORT=$(freeport)
-redis-server --bind 127.0.0.1 --port "$PORT" --dir "$work" --save '' --appendonly no \
-	--protected-mode no --daemonize no --logfile "$work/redis.log" &
-redis_pid=$!
-cli() { timeout 10 redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
-for _ in $(seq 100); do
-	cli PING >/dev/null 2>&1 && break
-	sleep 0.05
-done
-cpu() { cli INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f\n", s }'; }
-calls() { cli INFO commandstats | tr -d '\r' | awk -F'[:,=]' '/^cmdstat_(evalsha|fcall|eval):/ { for (i = 2; i < NF; i += 2) if ($i == "calls") c += $(i+1) } END { print c + 0 }'; }
+# Always a free port: PORT is not one of this script's settings.
+PORT=
+start_redis "$work"
 
 policy="policies:
   - {name: bench, algorithm: gcra, limit: $LIMIT, period: 1s}"
@@ -122,7 +109,7 @@ load() {
 	wait "${benches[@]}"
 }
 
-echo "# redis-server $(redis-server --version | grep -o 'v=[^ ]*'), port $PORT; two nodes of $CONCURRENCY callers each, $DURATION per run after a warm-up of $WARMUP, $ROUNDS rounds"
+echo "# redis-server $(redis_version), port $PORT; two nodes of $CONCURRENCY callers each, $DURATION per run after a warm-up of $WARMUP, $ROUNDS rounds"
 echo "round,load,variant,rps_node0,rps_node1,decisions,errors,cpu_us_per_decision,calls_per_decision"
 results="$work/results.csv"
 for round in $(seq "$ROUNDS"); do
@@ -136,10 +123,10 @@ for round in $(seq "$ROUNDS"); do
 				load "$WARMUP" warmup
 			fi
 			cli CONFIG RESETSTAT >/dev/null
-			c0=$(cpu)
+			c0=$(redis_cpu)
 			load "$DURATION" bench
-			c1=$(cpu)
-			k=$(calls)
+			c1=$(redis_cpu)
+			read -r k _ _ < <(script_stats)
 			stop
 			line=$(python3 -c '
 import json, sys

@@ -17,29 +17,23 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 CLIENTS=${CLIENTS:-50}
 REQUESTS=${REQUESTS:-200000}
 KEYS=${KEYS:-10000}
 PIPELINE=${PIPELINE:-16}
 
-for bin in redis-server redis-cli redis-benchmark; do
-	command -v "$bin" >/dev/null || { echo "redis-ceiling.sh: $bin not found (scripts/ensure-redis.sh installs it)" >&2; exit 1; }
-done
+require redis-ceiling.sh redis-server redis-cli redis-benchmark
 
 work=$(mktemp -d)
-pid=
+redis_pid=
 cleanup() {
-	if [[ -n $pid ]]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
+	if [[ -n $redis_pid ]]; then
+		stop_pid "$redis_pid"
 	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
-
-if [[ -z ${PORT:-} ]]; then
-	PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-fi
 
 # The script, its SHA-1 and the ARGV of one decision, as the store builds them.
 SLUICE_SCRIPT_DIR=$work timeout 300 go test -count=1 -run '^TestPrintGCRAScript$' ./redisstore/ >/dev/null
@@ -48,14 +42,7 @@ mapfile -t args <"$work/args"
 key=$(<"$work/key")
 key=${key/\{bench:k\}/\{bench:user:__rand_int__\}} # sluice:{bench:user:__rand_int__}:gc
 
-redis-server --bind 127.0.0.1 --port "$PORT" --dir "$work" --save '' --appendonly no \
-	--protected-mode no --daemonize no --logfile "$work/redis.log" &
-pid=$!
-for _ in $(seq 100); do
-	redis-cli -h 127.0.0.1 -p "$PORT" PING >/dev/null 2>&1 && break
-	sleep 0.05
-done
-cli() { timeout 10 redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+start_redis "$work"
 loaded=$(cli -x SCRIPT LOAD <"$work/script.lua")
 if [[ $loaded != "$sha" ]]; then
 	echo "redis-ceiling.sh: SCRIPT LOAD returned $loaded, want $sha" >&2
@@ -73,7 +60,7 @@ for call in "EVALSHA $sha" "FCALL $fn"; do
 	fi
 done
 
-echo "# redis-server $(redis-server --version | grep -o 'v=[^ ]*'), port $PORT, $CLIENTS clients, $REQUESTS requests, $KEYS keys"
+echo "# redis-server $(redis_version), port $PORT, $CLIENTS clients, $REQUESTS requests, $KEYS keys"
 echo "# EVALSHA $sha 1 $key$(printf " '%s'" "${args[@]}")"
 echo "# FCALL $fn 1 $key$(printf " '%s'" "${args[@]}")"
 echo "mode,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms"

@@ -31,6 +31,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
 CONCURRENCY=${CONCURRENCY:-64}
@@ -43,16 +44,13 @@ HOT=${HOT:-0}
 revs=("$@")
 [[ ${#revs[@]} -gt 0 ]] || revs=(.)
 
-for bin in redis-server redis-cli; do
-	command -v "$bin" >/dev/null || { echo "redis-cpu.sh: $bin not found (scripts/ensure-redis.sh installs it)" >&2; exit 1; }
-done
+require redis-cpu.sh redis-server redis-cli
 
 work=$(mktemp -d)
-pid=
+redis_pid=
 cleanup() {
-	if [[ -n $pid ]]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
+	if [[ -n $redis_pid ]]; then
+		stop_pid "$redis_pid"
 	fi
 	rm -rf "$work"
 }
@@ -76,29 +74,9 @@ for i in "${!revs[@]}"; do
 	fi
 done
 
-if [[ -z ${PORT:-} ]]; then
-	PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-fi
-redis-server --bind 127.0.0.1 --port "$PORT" --dir "$work" --save '' --appendonly no \
-	--protected-mode no --daemonize no --logfile "$work/redis.log" &
-pid=$!
-cli() { timeout 10 redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
-for _ in $(seq 100); do
-	cli PING >/dev/null 2>&1 && break
-	sleep 0.05
-done
+start_redis "$work"
 
-# cpu: Redis's user+sys CPU seconds so far. stats: "CALLS USEC" of EVALSHA and
-# FCALL together (a build uses one of them).
-cpu() { cli INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f\n", s }'; }
-stats() {
-	cli INFO commandstats | tr -d '\r' | awk -F'[:,=]' '
-		/^cmdstat_(evalsha|fcall|eval):/ { for (i = 2; i < NF; i += 2) { if ($i == "calls") c += $(i+1); if ($i == "usec") u += $(i+1) } }
-		/^cmdstat_fcall:/ { f = 1 }
-		END { printf "%d %d %s\n", c, u, (f ? "FCALL" : "EVALSHA") }'
-}
-
-echo "# redis-server $(redis-server --version | grep -o 'v=[^ ]*'), port $PORT; $CONCURRENCY callers, $KEYS keys (hot share $HOT), $DURATION per run, $ROUNDS rounds"
+echo "# redis-server $(redis_version), port $PORT; $CONCURRENCY callers, $KEYS keys (hot share $HOT), $DURATION per run, $ROUNDS rounds"
 for i in "${!revs[@]}"; do echo "# build $i: ${names[$i]} (${revs[$i]})"; done
 echo "round,build,algorithm,decisions,rps,cpu_us_per_decision,command,usec_per_call,calls_per_decision"
 results="$work/results.csv"
@@ -108,12 +86,12 @@ for round in $(seq "$ROUNDS"); do
 			cli FLUSHALL >/dev/null
 			cli FUNCTION FLUSH >/dev/null
 			cli CONFIG RESETSTAT >/dev/null
-			c0=$(cpu)
+			c0=$(redis_cpu)
 			json=$(timeout 600 "$work/sluice-$i" bench --target "redis://127.0.0.1:$PORT" --algorithm "$alg" \
 				--limit "$LIMIT" --period "$PERIOD" --burst "$BURST" --hot "$HOT" \
 				--concurrency "$CONCURRENCY" --keys "$KEYS" --duration "$DURATION" --json)
-			c1=$(cpu)
-			read -r calls usec cmd < <(stats)
+			c1=$(redis_cpu)
+			read -r calls usec cmd < <(script_stats)
 			line=$(python3 -c '
 import json, sys
 j = json.loads(sys.argv[1]); c0, c1 = float(sys.argv[2]), float(sys.argv[3]); calls, usec = int(sys.argv[4]), int(sys.argv[5])

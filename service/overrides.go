@@ -19,58 +19,91 @@ func WithOverrides(ov *overrides.Store) Option { return func(o *options) { o.ove
 // Overrides returns the override store, or nil when there is none.
 func (s *Service) Overrides() *overrides.Store { return s.overrides }
 
-// Effective returns the limit c is decided under: its override's, else its
-// plan's, else its policy's own. Front ends advertise it (RateLimit-Policy);
-// an override changed between Decide and Effective shows the newer limit.
-func (s *Service) Effective(c Check) *sluice.Policy {
-	return &s.applyOverrides([]Check{c})[0].Policy.Policy
-}
-
-// applyOverrides returns checks with each policy whose limit differs for the
-// check — an override of its key or a prefix of it, else its plan — replaced
-// by a copy under that limit; checks itself when none does, which costs one
-// map lookup per check.
-func (s *Service) applyOverrides(checks []Check) []Check {
-	var set *overrides.Set
-	if s.overrides != nil {
-		set = s.overrides.Snapshot()
-	}
-	var out []Check
-	var now time.Time
-	for i, c := range checks {
-		if c.Policy == nil || c.Policy.DeniesAll() {
+// Resolve sets each check's Limit to the policy it is decided under: its
+// override's (of its key or a prefix of it), else its plan's, else its
+// policy's own. Decide then decides under exactly those limits, so a front
+// end that reports them (current_limit, RateLimit-Policy) reports what was
+// applied even when an override changes meanwhile.
+func (s *Service) Resolve(checks []Check) {
+	set, now := s.overrideSet(), time.Time{}
+	for i := range checks {
+		c := &checks[i]
+		if c.Limit = c.Policy; c.Policy == nil {
 			continue
 		}
-		var limit *sluice.Policy
-		if set.Has(c.Policy.Name) {
-			if now.IsZero() {
-				now = s.overrides.Now()
-			}
-			if o := set.Lookup(c.Policy.Name, c.Key, now); o != nil {
-				sp := o.Apply(c.Policy.Policy)
-				if sp.Validate() == nil { // else the policy changed algorithm since: the override is moot
-					limit = &sp
-				}
-			}
+		if l := s.limitOf(*c, set, &now); l != nil {
+			c.Limit = l
 		}
-		if limit == nil && c.Policy.Plans != nil {
-			sp := c.Policy.ForPlan(c.Plan)
-			limit = &sp
-		}
+	}
+}
+
+// overrideSet returns the overrides in force, nil without an override store.
+func (s *Service) overrideSet() *overrides.Set {
+	if s.overrides == nil {
+		return nil
+	}
+	return s.overrides.Snapshot()
+}
+
+// applyOverrides returns checks with each Policy replaced by the one the
+// check is decided under (Limit when resolved, else see Resolve); checks
+// itself when none differs, which costs one map lookup per check.
+func (s *Service) applyOverrides(checks []Check) []Check {
+	var set *overrides.Set
+	var now time.Time
+	resolved := false
+	var out []Check
+	for i, c := range checks {
+		limit := c.Limit
 		if limit == nil {
+			if !resolved {
+				set, resolved = s.overrideSet(), true
+			}
+			limit = s.limitOf(c, set, &now)
+		}
+		if limit == nil || limit == c.Policy {
 			continue
 		}
 		if out == nil {
 			out = append([]Check(nil), checks...)
 		}
-		p := *c.Policy
-		p.Policy = *limit
-		out[i].Policy = &p
+		out[i].Policy = limit
 	}
 	if out == nil {
 		return checks
 	}
 	return out
+}
+
+// limitOf returns a copy of c's policy under the limit of c's override, else
+// of its plan; nil when neither applies. *now is read from the override
+// store once, when first needed.
+func (s *Service) limitOf(c Check, set *overrides.Set, now *time.Time) *config.Policy {
+	if c.Policy == nil || c.Policy.DeniesAll() {
+		return nil
+	}
+	var limit *sluice.Policy
+	if set.Has(c.Policy.Name) {
+		if now.IsZero() {
+			*now = s.overrides.Now()
+		}
+		if o := set.Lookup(c.Policy.Name, c.Key, *now); o != nil {
+			sp := o.Apply(c.Policy.Policy)
+			if sp.Validate() == nil { // else the policy changed algorithm since: the override is moot
+				limit = &sp
+			}
+		}
+	}
+	if limit == nil && c.Policy.Plans != nil {
+		sp := c.Policy.ForPlan(c.Plan)
+		limit = &sp
+	}
+	if limit == nil {
+		return nil
+	}
+	p := *c.Policy
+	p.Policy = *limit
+	return &p
 }
 
 // OpenOverrides returns the override store for the store section cfg: in

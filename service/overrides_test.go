@@ -141,4 +141,22 @@ func TestPlans(t *testing.T) {
 	if n, _ := admitted("a", "free"); n != 0 {
 		t.Errorf("after upgrading back to free: %d admitted, want 0", n)
 	}
+
+	// Resolve names the limit each check is decided under, and Decide keeps
+	// to it even when the override it came from is gone by then; metrics
+	// still count by the configured policy.
+	checks := []Check{{Policy: p, Key: "vip", Plan: "pro", Cost: 1}, {Policy: p, Key: "e", Plan: "pro", Cost: 1}, {Policy: p, Key: "f", Cost: 1}}
+	s.Resolve(checks)
+	for i, want := range []int64{9, 6, 2} {
+		if l := checks[i].Applied(); l.Limit != want || l.Name != "p" || checks[i].Policy != p {
+			t.Errorf("check %d resolved to %+v, want a limit of %d", i, l, want)
+		}
+	}
+	if err := ov.Delete(context.Background(), "p", "k:vip"); err != nil {
+		t.Fatal(err)
+	}
+	res := make([]sluice.Result, 3)
+	if _, err := s.Decide(context.Background(), checks, res); err != nil || res[0].Limit != 9 || res[1].Limit != 6 {
+		t.Errorf("decided %+v, %v; want under the resolved limits 9 and 6", res, err)
+	}
 }

@@ -115,6 +115,19 @@ type Check struct {
 	Cost   int64
 	// Plan names the plan the key is on, for a policy with plans.
 	Plan string
+	// Limit is the policy the check is decided under, set by Resolve: a
+	// copy of Policy under its override's or plan's limit, or Policy itself.
+	// Nil: Decide resolves it. Metrics always count by Policy.
+	Limit *config.Policy
+}
+
+// Applied returns the policy c is decided under: Limit once resolved, else
+// Policy.
+func (c Check) Applied() *config.Policy {
+	if c.Limit != nil {
+		return c.Limit
+	}
+	return c.Policy
 }
 
 // CheckError reports which check of a decision is invalid. It wraps the

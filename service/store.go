@@ -32,7 +32,8 @@ import (
 // connects when it can — and wrapped in a failover.Store applying cfg's fail
 // policy (local unless set), timeout (adaptive unless set) and circuit
 // breaker; with cfg.Lease, that in a lease.Store (close gives the unused
-// quota back). Breaker transitions are logged on log (nil:
+// quota back). Breaker transitions, and once how the store runs its Lua
+// (functions or scripts, and why), are logged on log (nil:
 // slog.Default()). close releases the store's connections.
 func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close func(), err error) {
 	if log == nil {
@@ -62,19 +63,24 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 			Probes:      cfg.Breaker.Probes,
 		}),
 		failover.WithNodes(cfg.Nodes),
-		// A sharded store gets a breaker per shard: one shard down sends
-		// only its own keys to the fail policy.
-		failover.WithBreakerPerNode(rs.Shards(), func(r sluice.Request) int { return rs.ShardOf(r.Policy, r.Key) }),
+		// A breaker per shard of a sharded store, per master of a Cluster:
+		// one node down sends only its own keys to the fail policy.
+		failover.WithBreakerPerNode(func(r sluice.Request) string { return rs.NodeOf(r.Policy, r.Key) }),
 		failover.WithLocal(memory.New(memoryOptions(cfg)...)),
-		failover.WithStateChange(func(from, to failover.BreakerState) {
+		failover.WithNodeStateChange(func(node string, from, to failover.BreakerState) {
 			level := slog.LevelWarn
 			if to == failover.BreakerClosed {
 				level = slog.LevelInfo
 			}
-			log.Log(context.Background(), level, "store circuit breaker", "from", from.String(), "to", to.String(), "on_error", mode.String())
+			attrs := []any{"from", from.String(), "to", to.String(), "on_error", mode.String()}
+			if node != "" {
+				attrs = append(attrs, "node", node)
+			}
+			log.Log(context.Background(), level, "store circuit breaker", attrs...)
 		}))
+	stopModeLog := startModeLog(rs, log)
 	if cfg.Lease == nil {
-		return fs, rs.Close, nil
+		return fs, func() { stopModeLog(); rs.Close() }, nil
 	}
 	// Leases sit outside the fail policy, which then times and counts only
 	// the calls that reach Redis: a node spends its lease while Redis is
@@ -84,7 +90,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		opts = append(opts, lease.WithOff())
 	}
 	ls := lease.New(fs, opts...)
-	return ls, func() { ls.Close(context.Background()); rs.Close() }, nil
+	return ls, func() { stopModeLog(); ls.Close(context.Background()); rs.Close() }, nil
 }
 
 // CheckStore reports, without connecting, everything OpenStore would refuse

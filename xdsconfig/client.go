@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -85,6 +86,9 @@ type Client struct {
 
 	accepted string // the last version applied, sent when resubscribing
 	rejected string // the last version rejected, to pace repeats
+
+	applied     chan struct{} // closed once a version is applied
+	appliedOnce sync.Once
 }
 
 // New checks o and returns a Client.
@@ -99,7 +103,7 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xdsconfig: %w", err)
 	}
-	c := &Client{o: o, log: o.Logger, metrics: m}
+	c := &Client{o: o, log: o.Logger, metrics: m, applied: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -114,6 +118,10 @@ func New(o Options) (*Client, error) {
 	}
 	return c, nil
 }
+
+// Applied is closed once a version from the server is in force; until then
+// only the configuration the server does not provide decides.
+func (c *Client) Applied() <-chan struct{} { return c.applied }
 
 // Run subscribes and applies every version the server sends until ctx ends,
 // reconnecting whenever the stream is lost.
@@ -215,6 +223,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 	}
 	if err == nil {
 		c.accepted, c.rejected = version, ""
+		c.appliedOnce.Do(func() { close(c.applied) })
 		c.metrics.updates.WithLabelValues("accepted").Inc()
 		c.log.Info("xDS configuration applied", "version", version, "resources", len(resp.GetResources()),
 			"domains", len(cfg.Domains), "policies", len(cfg.Policies))

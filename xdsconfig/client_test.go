@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -36,6 +37,7 @@ type node struct {
 	svc *service.Service
 	rls *envoyrls.Server
 	reg *prometheus.Registry // the client's metrics
+	c   *xdsconfig.Client
 }
 
 // startNode starts a node whose files hold files (nil: none) and whose xDS
@@ -61,7 +63,7 @@ func startNode(t *testing.T, addr string, files *config.Config) *node {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Run(ctx) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return &node{t: t, svc: svc, rls: envoyrls.New(svc, envoyrls.WithClock(clock)), reg: reg}
+	return &node{t: t, svc: svc, rls: envoyrls.New(svc, envoyrls.WithClock(clock)), reg: reg, c: c}
 }
 
 // metric returns the value of the client's metric name, of the series with
@@ -139,6 +141,33 @@ func TestAppliesAndDecides(t *testing.T) {
 	xdstest.WaitFor(t, "the ACK of v1", func() bool { return cp.Seen(acked("v1")) != nil })
 	if r := cp.Seen(acked("v1")); r.GetNode().GetId() != xdstest.NodeID || r.GetTypeUrl() != xdsconfig.TypeURL {
 		t.Errorf("ACK from node %q for %q", r.GetNode().GetId(), r.GetTypeUrl())
+	}
+}
+
+// TestApplied: Applied stays open while no version is in force — a NACKed
+// first version included — and is closed once one is applied.
+func TestApplied(t *testing.T) {
+	cp := xdstest.Start(t, "127.0.0.1:0")
+	bad := xdstest.Domain("edge", "user", "", 100)
+	bad.Descriptors[0].RateLimit.Unit = rlsconf.RateLimitUnit_UNKNOWN
+	cp.Set("v1", bad)
+	n := startNode(t, cp.Addr, nil)
+	xdstest.WaitFor(t, "the NACK of v1", func() bool {
+		return cp.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetErrorDetail() != nil }) != nil
+	})
+	select {
+	case <-n.c.Applied():
+		t.Fatal("Applied closed with no version in force")
+	default:
+	}
+	cp.Set("v2", xdstest.Domain("edge", "user", "", 5))
+	select {
+	case <-n.c.Applied():
+	case <-time.After(60 * time.Second): // generous: the machine may be loaded
+		t.Fatal("Applied not closed after v2")
+	}
+	if got := n.limitOf("edge", "user", "alice"); got != 5 {
+		t.Errorf("limit %d once Applied is closed, want v2's 5", got)
 	}
 }
 

@@ -20,12 +20,13 @@ const (
 )
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", "sluice check [--server URL] --policy NAME --key KEY [--cost N]",
+	fs := newFlagSet("check", "sluice check [--server URL] --policy NAME --key KEY [--cost N] [--plan PLAN]",
 		"Check asks a running service (its HTTP API) whether a request is allowed, and\nprints the decision. Exit status: 0 allowed, 1 denied, 2 error.\nA cost of 0 only looks: it reports the state and consumes nothing.", stderr)
 	server := fs.String("server", "http://127.0.0.1:8080", "the service's HTTP `URL`; host:port means http://host:port")
 	policy := fs.String("policy", "", "the policy `name` (GET /v1/policies lists them)")
 	key := fs.String("key", "", "the `key` to limit, e.g. a user or API key")
 	cost := fs.Int64("cost", 1, "the units the request costs")
+	plan := fs.String("plan", "", "the key's `plan`, for a policy with plans (none or an unknown one: the default plan)")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
 	if code := parseFlags(fs, args); code >= 0 {
 		return code // 0 after --help, 2 (exitError) for a usage error
@@ -38,7 +39,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return usageError(fs, err.Error())
 	}
 	*server = base
-	body, _ := json.Marshal(map[string]any{"policy": *policy, "key": *key, "cost": *cost})
+	fields := map[string]any{"policy": *policy, "key": *key, "cost": *cost}
+	if *plan != "" {
+		fields["plan"] = *plan
+	}
+	body, _ := json.Marshal(fields)
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *server+"/v1/check", bytes.NewReader(body))

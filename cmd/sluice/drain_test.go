@@ -138,14 +138,7 @@ func TestServeDrains(t *testing.T) {
 
 	srv.endDrainNow()
 	for _, addr := range []string{httpAddr, grpcAddr} {
-		eventually(t, waitLimit, "refusing connections on "+addr, func() (bool, string) {
-			c, err := net.DialTimeout("tcp", addr, waitLimit)
-			if err != nil {
-				return true, err.Error()
-			}
-			c.Close()
-			return false, "connected"
-		})
+		refusesConnections(t, addr)
 	}
 	io.WriteString(inflight, body[10:])
 	inflight.SetReadDeadline(time.Now().Add(waitLimit))
@@ -175,6 +168,19 @@ func TestServeDrains(t *testing.T) {
 	} else if errors.Is(err, context.DeadlineExceeded) {
 		t.Error("RLS hung after the shutdown")
 	}
+}
+
+// refusesConnections waits until nothing listens on addr any more.
+func refusesConnections(t *testing.T, addr string) {
+	t.Helper()
+	eventually(t, waitLimit, "refusing connections on "+addr, func() (bool, string) {
+		c, err := net.DialTimeout("tcp", addr, waitLimit)
+		if err != nil {
+			return true, err.Error()
+		}
+		c.Close()
+		return false, "connected"
+	})
 }
 
 // A second SIGTERM during the drain ends it: serve stops at once instead of

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"github.com/sluicehq/sluice/envoyrls"
 	"io"
 	"os"
@@ -57,6 +58,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_XDS_CERT_FILE":            "/pki/client.pem",
 		"SLUICE_XDS_KEY_FILE":             "/pki/client.key",
 		"SLUICE_XDS_SERVER_NAME":          "xds.internal",
+		"SLUICE_XDS_WAIT":                 "9s",
 	}
 	want := serveOptions{
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
@@ -70,35 +72,15 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 			httpRead: 21 * time.Second, httpIdle: 22 * time.Second, httpMaxHeaderBytes: 23,
 		},
 		xds: xdsOptions{server: "xds.example:18000", nodeID: "edge-1", metadata: "zone=a,tier=gold", tls: true,
-			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal"},
+			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal",
+			wait: 9 * time.Second},
 	}
 	var o serveOptions
-	fs := newServeFlags(&o, io.Discard)
-	if code := parseFlags(fs, nil); code >= 0 {
-		t.Fatalf("parse: %d", code)
-	}
-	if code := applyEnv(fs, envLookup(env)); code >= 0 {
-		t.Fatalf("applyEnv: %d", code)
-	}
-	if !reflect.DeepEqual(o, want) {
-		t.Errorf("from the environment:\n got %+v\nwant %+v", o, want)
-	}
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "service.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range flagNames(fs) {
-		if _, ok := env[envName(name)]; !ok {
-			t.Errorf("--%s has no case in this test", name)
-		}
-		if row := "| `--" + name + "` | `" + envName(name) + "` |"; !strings.Contains(string(doc), row) {
-			t.Errorf("docs/service.md lacks the row %s", row)
-		}
-	}
+	checkEnvFlags(t, newServeFlags(&o, io.Discard), env, &o, &want, "service.md")
 
 	// Flags on the command line win, each one separately.
 	o = serveOptions{}
-	fs = newServeFlags(&o, io.Discard)
+	fs := newServeFlags(&o, io.Discard)
 	if code := parseFlags(fs, []string{"--config", "c.yaml", "--http-addr", ":1", "--grpc-stream-workers", "0"}); code >= 0 {
 		t.Fatalf("parse: %d", code)
 	}
@@ -223,5 +205,64 @@ func TestValidateReadsServeEnvironment(t *testing.T) {
 	code, _, errOut := runCmd("validate")
 	if code != 1 || !strings.HasPrefix(errOut, "--store: ") || !strings.Contains(errOut, "invalid database number") {
 		t.Fatalf("SLUICE_STORE: exit %d %q", code, errOut)
+	}
+}
+
+// TestProxyFlagsFromEnvironment: every proxy flag can come from
+// SLUICE_<FLAG>, as serve's do, and every flag is in the table of
+// docs/gateways.md.
+func TestProxyFlagsFromEnvironment(t *testing.T) {
+	env := map[string]string{
+		"SLUICE_CONFIG":                   "a.yaml,b.yaml",
+		"SLUICE_UPSTREAM":                 "http://127.0.0.1:9000",
+		"SLUICE_FORWARD_AUTH":             "true",
+		"SLUICE_LISTEN":                   "127.0.0.1:9",
+		"SLUICE_HEALTH_ADDR":              "",
+		"SLUICE_STORE":                    "redis://127.0.0.1:6379",
+		"SLUICE_LOG_FORMAT":               "json",
+		"SLUICE_LOG_LEVEL":                "debug",
+		"SLUICE_SHUTDOWN_TIMEOUT":         "3s",
+		"SLUICE_DRAIN":                    "2s",
+		"SLUICE_HTTP_MAX_CONNS":           "19",
+		"SLUICE_HTTP_READ_HEADER_TIMEOUT": "20s",
+		"SLUICE_HTTP_READ_TIMEOUT":        "21s",
+		"SLUICE_HTTP_IDLE_TIMEOUT":        "22s",
+		"SLUICE_HTTP_MAX_HEADER_BYTES":    "23",
+	}
+	limits := defaultProxyLimits()
+	limits.httpMaxConns, limits.httpReadHeader, limits.httpRead, limits.httpIdle, limits.httpMaxHeaderBytes =
+		19, 20*time.Second, 21*time.Second, 22*time.Second, 23
+	want := proxyOptions{configs: stringList{"a.yaml", "b.yaml"}, upstream: "http://127.0.0.1:9000", fwdAuth: true,
+		listen: "127.0.0.1:9", healthAddr: "", storeURL: "redis://127.0.0.1:6379", logFormat: "json", logLevel: "debug",
+		shutdown: 3 * time.Second, drain: 2 * time.Second, limits: &limits}
+	var o proxyOptions
+	checkEnvFlags(t, newProxyFlags(&o, io.Discard), env, &o, &want, "gateways.md")
+}
+
+// checkEnvFlags applies env to fs, parsed without arguments, and compares
+// the options fs fills, got, with want; and every flag of fs must have a
+// case in env and a row in the environment table of docs/doc.
+func checkEnvFlags(t *testing.T, fs *flag.FlagSet, env map[string]string, got, want any, doc string) {
+	t.Helper()
+	if code := parseFlags(fs, nil); code >= 0 {
+		t.Fatalf("parse: %d", code)
+	}
+	if code := applyEnv(fs, envLookup(env)); code >= 0 {
+		t.Fatalf("applyEnv: %d", code)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("from the environment:\n got %+v\nwant %+v", got, want)
+	}
+	text, err := os.ReadFile(filepath.Join("..", "..", "docs", doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range flagNames(fs) {
+		if _, ok := env[envName(name)]; !ok {
+			t.Errorf("--%s has no case in this test", name)
+		}
+		if row := "| `--" + name + "` | `" + envName(name) + "` |"; !strings.Contains(string(text), row) {
+			t.Errorf("docs/%s lacks the row %s", doc, row)
+		}
 	}
 }

@@ -60,6 +60,12 @@ func defaultConnLimits() connLimits {
 
 // addFlags registers the limits as serve's flags, with l's values as defaults.
 func (l *connLimits) addFlags(fs *flag.FlagSet) {
+	l.addGRPCFlags(fs)
+	l.addHTTPFlags(fs)
+}
+
+// addGRPCFlags registers the gRPC port's limits.
+func (l *connLimits) addGRPCFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.grpcMaxConns, "grpc-max-conns", l.grpcMaxConns, "gRPC: open connections at most; more are closed on accept (0: no cap)")
 	fs.IntVar(&l.grpcMaxStreams, "grpc-max-streams", l.grpcMaxStreams, "gRPC: concurrent RPCs per connection (HTTP/2 MAX_CONCURRENT_STREAMS; 0: no cap)")
 	fs.DurationVar(&l.grpcHandshake, "grpc-handshake-timeout", l.grpcHandshake, "gRPC: time a new connection has to finish the HTTP/2 handshake")
@@ -68,32 +74,56 @@ func (l *connLimits) addFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&l.grpcMaxAgeGrace, "grpc-max-conn-age-grace", l.grpcMaxAgeGrace, "gRPC: time a connection past its age has to finish its RPCs (0: no limit)")
 	fs.DurationVar(&l.grpcKeepaliveMin, "grpc-keepalive-min-time", l.grpcKeepaliveMin, "gRPC: disconnect clients that send keepalive pings more often than this")
 	fs.DurationVar(&l.grpcKeepaliveTime, "grpc-keepalive-time", l.grpcKeepaliveTime, "gRPC: ping a connection silent for this long, and close it if the ping goes unanswered for 20s")
+}
+
+// addHTTPFlags registers the HTTP port's limits, serve's and proxy's. A
+// default --http-read-timeout of 0 (proxy's) means none.
+func (l *connLimits) addHTTPFlags(fs *flag.FlagSet) {
+	readUsage := "HTTP: time a client has to send a whole request"
+	if l.httpRead == 0 {
+		readUsage += ", body included (0: no limit, so that long uploads are not cut)"
+	}
 	fs.IntVar(&l.httpMaxConns, "http-max-conns", l.httpMaxConns, "HTTP: open connections at most; more are closed on accept (0: no cap)")
 	fs.DurationVar(&l.httpReadHeader, "http-read-header-timeout", l.httpReadHeader, "HTTP: time a client has to send a request's headers")
-	fs.DurationVar(&l.httpRead, "http-read-timeout", l.httpRead, "HTTP: time a client has to send a whole request")
+	fs.DurationVar(&l.httpRead, "http-read-timeout", l.httpRead, readUsage)
 	fs.DurationVar(&l.httpIdle, "http-idle-timeout", l.httpIdle, "HTTP: close a kept-alive connection idle for this long")
 	fs.IntVar(&l.httpMaxHeaderBytes, "http-max-header-bytes", l.httpMaxHeaderBytes, "HTTP: largest request line and headers, in bytes")
 }
 
 // validate reports the first limit that cannot be used.
 func (l *connLimits) validate() string {
+	if msg := l.validateHTTP(); msg != "" {
+		return msg
+	}
 	switch {
-	case l.grpcMaxConns < 0 || l.httpMaxConns < 0 || l.grpcMaxStreams < 0:
-		return "--grpc-max-conns, --grpc-max-streams and --http-max-conns must not be negative"
+	case l.httpRead == 0:
+		return "--http-read-timeout must be positive"
+	case l.grpcMaxConns < 0 || l.grpcMaxStreams < 0:
+		return "--grpc-max-conns and --grpc-max-streams must not be negative"
 	case l.grpcMaxStreams > math.MaxUint32:
 		return "--grpc-max-streams is too large"
 	case l.grpcHandshake <= 0 || l.grpcKeepaliveMin <= 0:
 		return "--grpc-handshake-timeout and --grpc-keepalive-min-time must be positive"
-	case l.httpReadHeader <= 0 || l.httpRead <= 0 || l.httpIdle <= 0:
-		return "--http-read-header-timeout, --http-read-timeout and --http-idle-timeout must be positive"
-	case l.httpMaxHeaderBytes < 4096:
-		return "--http-max-header-bytes must be at least 4096"
 	}
 	for name, d := range map[string]time.Duration{"--grpc-idle-timeout": l.grpcIdle, "--grpc-max-conn-age": l.grpcMaxAge,
 		"--grpc-max-conn-age-grace": l.grpcMaxAgeGrace, "--grpc-keepalive-time": l.grpcKeepaliveTime} {
 		if d < 0 {
 			return name + " must not be negative"
 		}
+	}
+	return ""
+}
+
+// validateHTTP reports the first HTTP limit that cannot be used; an
+// --http-read-timeout of 0 is none (validate refuses it for serve).
+func (l *connLimits) validateHTTP() string {
+	switch {
+	case l.httpMaxConns < 0 || l.httpRead < 0:
+		return "--http-max-conns and --http-read-timeout must not be negative"
+	case l.httpReadHeader <= 0 || l.httpIdle <= 0:
+		return "--http-read-header-timeout and --http-idle-timeout must be positive"
+	case l.httpMaxHeaderBytes < 4096:
+		return "--http-max-header-bytes must be at least 4096"
 	}
 	return ""
 }
@@ -149,7 +179,7 @@ func capped(ln net.Listener, max int, name string, reg prometheus.Registerer) *c
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_connections_open", ConstLabels: labels,
-			Help: "Connections open on a listener (http or grpc).",
+			Help: "Connections open on a listener (http, grpc, or health: sluice proxy's health port).",
 		}, func() float64 { return float64(cl.Open()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_connections_refused_total", ConstLabels: labels,

@@ -21,7 +21,9 @@ import (
 // callers on one descriptor value (2 per minute) while Redis freezes for 50 ms
 // eight times. The old defaults (a 10 ms timeout, a breaker counting every
 // concurrent failure, fail open) admit hundreds; the defaults admit the
-// limit — at most two fixed windows' worth, should the run straddle a minute.
+// limit — per minute the run touches, twice the limit when some decisions
+// were made locally, as docs/operations.md bounds fail local: a call that
+// timed out may still have been counted by Redis.
 func TestServeOverloadHoldsTheLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real Redis under load")
@@ -29,18 +31,18 @@ func TestServeOverloadHoldsTheLimit(t *testing.T) {
 	r := redistest.Start(t)
 	for _, tc := range []struct {
 		name, store, addr string
-		check             func(t *testing.T, admitted int64)
+		check             func(t *testing.T, admitted, bound int64)
 	}{
 		{"old defaults", fmt.Sprintf("store:\n  url: %q\n  timeout: 10ms\n  on_error: open\n  breaker:\n    min_calls: 5\n", r.URL()), "10.9.0.1",
-			func(t *testing.T, admitted int64) {
-				if admitted <= 4 {
+			func(t *testing.T, admitted, bound int64) {
+				if admitted <= bound {
 					t.Errorf("the old defaults admitted %d: the stalls did not reproduce the bypass", admitted)
 				}
 			}},
 		{"defaults", fmt.Sprintf("store:\n  url: %q\n", r.URL()), "10.9.0.2",
-			func(t *testing.T, admitted int64) {
-				if admitted > 4 {
-					t.Errorf("the defaults admitted %d of a limit of 2 per minute", admitted)
+			func(t *testing.T, admitted, bound int64) {
+				if admitted > bound {
+					t.Errorf("the defaults admitted %d of a limit of 2 per minute; the bound is %d", admitted, bound)
 				}
 			}},
 	} {
@@ -63,6 +65,7 @@ func TestServeOverloadHoldsTheLimit(t *testing.T) {
 			}}
 			var admitted, calls, errs atomic.Int64
 			var stop atomic.Bool
+			start := time.Now().Add(-time.Second) // the server's window edges may differ a little from ours
 			var wg sync.WaitGroup
 			for range 64 {
 				wg.Go(func() {
@@ -89,6 +92,7 @@ func TestServeOverloadHoldsTheLimit(t *testing.T) {
 			}
 			stop.Store(true)
 			wg.Wait()
+			minutes := time.Now().Add(time.Second).Unix()/60 - start.Unix()/60 + 1
 			degraded, _ := s.metric(t, `sluice_store_degraded_decisions_total{on_error="open"}`)
 			local, _ := s.metric(t, `sluice_store_degraded_decisions_total{on_error="local"}`)
 			t.Logf("%s: %d RLS calls, %d admitted (limit 2 per minute), %d errors; degraded decisions: %v open, %v local",
@@ -96,7 +100,11 @@ func TestServeOverloadHoldsTheLimit(t *testing.T) {
 			if errs.Load() != 0 {
 				t.Errorf("%d RLS calls failed", errs.Load())
 			}
-			tc.check(t, admitted.Load())
+			bound := 2 * minutes // the limit in each minute touched
+			if local > 0 {
+				bound *= 2 // what Redis admitted, and as much again decided locally
+			}
+			tc.check(t, admitted.Load(), bound)
 		})
 	}
 }

@@ -3,31 +3,37 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httpapi"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/service"
 )
 
 // proxyOptions are proxy's flags.
 type proxyOptions struct {
-	configs   stringList
-	upstream  string
-	fwdAuth   bool
-	listen    string
-	storeURL  string
-	logFormat string
-	logLevel  string
-	shutdown  time.Duration
+	configs    stringList
+	upstream   string
+	fwdAuth    bool
+	listen     string
+	healthAddr string // "": no health port
+	storeURL   string
+	logFormat  string
+	logLevel   string
+	shutdown   time.Duration
+	drain      time.Duration
+	limits     *connLimits // nil: defaultProxyLimits
 }
 
 const proxyDescription = `Proxy puts rate limits in front of an HTTP service without changing it:
@@ -47,7 +53,13 @@ them. The flag overrides the configuration's store.url.
 
 An upstream that cannot be reached gives 502 (504 when it does not answer
 within 60 s). The configuration is read at start; restart to change it.
-SIGTERM or SIGINT shuts down gracefully.
+
+A second port, --health-addr, answers GET /healthz, /readyz (503 while the
+store does not decide, or while draining) and /metrics, as serve's HTTP API
+does. SIGTERM or SIGINT drains, then shuts down: for --drain, /readyz answers
+503 while requests are still proxied; then the listeners close and in-flight
+requests get up to --shutdown-timeout to finish. A second signal ends the
+drain early.
 
 With --forward-auth instead of --upstream, it forwards nothing: it answers a
 gateway's forward-auth requests (Traefik ForwardAuth, Caddy forward_auth,
@@ -56,18 +68,41 @@ with Retry-After to deny it — and on /v1/forward-auth/nginx, which denies with
 403 for nginx. The gateway must be in proxy.trusted_proxies for the client
 address it sends in X-Forwarded-For to count. See docs/gateways.md.`
 
-func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var o proxyOptions
+// defaultProxyLimits are serve's HTTP limits, without a whole-request read
+// timeout: it would cut the long uploads the upstream is entitled to.
+func defaultProxyLimits() connLimits {
+	l := defaultConnLimits()
+	l.httpRead = 0
+	return l
+}
+
+// newProxyFlags defines proxy's flags on o.
+func newProxyFlags(o *proxyOptions, stderr io.Writer) *flag.FlagSet {
 	fs := newFlagSet("proxy", "sluice proxy --config FILE [--config FILE...] --upstream URL|--forward-auth [--listen ADDR] [--store URL]", proxyDescription, stderr)
 	fs.Var(&o.configs, "config", "a configuration `file` with a proxy: section and policies; repeat for several")
 	fs.StringVar(&o.upstream, "upstream", "", "the `URL` of the service to forward to, such as http://127.0.0.1:9000 (required)")
 	fs.BoolVar(&o.fwdAuth, "forward-auth", false, "forward nothing: answer a gateway's forward-auth requests on /v1/forward-auth (and /v1/forward-auth/nginx)")
 	fs.StringVar(&o.listen, "listen", ":8080", "listen `address` of the proxy")
+	fs.StringVar(&o.healthAddr, "health-addr", ":8081", "listen `address` of /healthz, /readyz and /metrics; empty turns it off")
 	fs.StringVar(&o.storeURL, "store", "", "the store `URL`: memory:// or redis://host:port (default: the config's store.url, else memory://)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "how long to let in-flight requests finish on shutdown")
+	fs.DurationVar(&o.drain, "drain", 5*time.Second, "on SIGTERM, how long to report not ready (/readyz 503) while still proxying, before closing the listeners")
+	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "after the drain, how long to let in-flight requests finish")
+	limits := defaultProxyLimits()
+	limits.addHTTPFlags(fs)
+	o.limits = &limits
+	withEnvHelp(fs)
+	return fs
+}
+
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o proxyOptions
+	fs := newProxyFlags(&o, stderr)
 	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
 		return code
 	}
 	if len(o.configs) == 0 {
@@ -82,6 +117,13 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "proxy: --forward-auth forwards nothing: give it or --upstream, not both")
 		return 2
 	}
+	if msg := o.limits.validateHTTP(); msg != "" || o.drain < 0 || o.shutdown <= 0 {
+		if msg == "" {
+			msg = "--drain must not be negative and --shutdown-timeout must be positive"
+		}
+		fmt.Fprintln(stderr, "proxy:", msg)
+		return 2
+	}
 	log, err := newLogger(stderr, o.logFormat, o.logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, "proxy:", err)
@@ -89,8 +131,7 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	srv, err := startProxy(ctx, o, log)
 	if err != nil {
-		log.Error("cannot start", "error", err)
-		return 1
+		return cannotStart(err, stderr, log)
 	}
 	srv.wait()
 	return 0
@@ -98,8 +139,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // proxyServer is a running `sluice proxy`.
 type proxyServer struct {
-	addr net.Addr
-	done chan struct{}
+	*drainer
+	addr       net.Addr
+	healthAddr net.Addr // nil without a health port
+	done       chan struct{}
 }
 
 // wait blocks until the proxy has shut down.
@@ -116,8 +159,9 @@ func parseUpstream(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// startProxy loads the configuration, opens the store, starts listening and
-// serving, and returns; the proxy runs until ctx ends.
+// startProxy loads the configuration as serve does, opens the store, starts
+// listening and serving, and returns; the proxy runs until ctx ends, then
+// drains and stops as serve does.
 func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxyServer, error) {
 	var upstream *url.URL // nil with --forward-auth
 	if !o.fwdAuth {
@@ -126,7 +170,7 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 			return nil, err
 		}
 	}
-	cfg, err := config.Load(o.configs...)
+	cfg, err := configLoader(o.configs, o.storeURL, log)()
 	if err != nil {
 		return nil, err
 	}
@@ -138,45 +182,57 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 	if err != nil {
 		return nil, err
 	}
+	// The service is not asked for decisions here, only for readiness and
+	// the store's metrics, which it takes from the same store.
+	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()))
 	h, target, err := proxyHandler(cfg, store, upstream, log)
 	if err != nil {
 		closeStore()
 		return nil, err
+	}
+	limits := o.limits
+	if limits == nil {
+		l := defaultProxyLimits()
+		limits = &l
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		closeStore()
 		return nil, fmt.Errorf("--listen: %w", err)
 	}
-	httpSrv := &http.Server{
-		Handler: h,
-		// Bounds the header only: a whole-request ReadTimeout or a
-		// WriteTimeout would cut long uploads, downloads and streams that
-		// the upstream is entitled to.
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	s := &proxyServer{addr: ln.Addr(), done: make(chan struct{})}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("proxy server stopped", "error", err)
+	var healthLn net.Listener
+	if o.healthAddr != "" {
+		if healthLn, err = net.Listen("tcp", o.healthAddr); err != nil {
+			ln.Close()
+			closeStore()
+			return nil, fmt.Errorf("--health-addr: %w", err)
 		}
-	})
-	log.Info("sluice proxying", "version", buildVersion(), "listen", s.addr.String(),
+	}
+	s := &proxyServer{drainer: newDrainer(log), addr: ln.Addr(), done: make(chan struct{})}
+	servers := []*http.Server{limits.httpServer(h, log)}
+	var wg sync.WaitGroup
+	serve := func(srv *http.Server, ln net.Listener) {
+		wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("proxy server stopped", "error", err)
+			}
+		})
+	}
+	serve(servers[0], capped(ln, limits.httpMaxConns, "http", svc.Registry()))
+	if healthLn != nil {
+		s.healthAddr = healthLn.Addr()
+		healthSrv := limits.httpServer(httpapi.Health(svc, httpapi.WithDraining(s.draining.Load)), log)
+		servers = append(servers, healthSrv)
+		serve(healthSrv, capped(healthLn, limits.httpMaxConns, "health", svc.Registry()))
+	}
+	log.Info("sluice proxying", "version", buildVersion(), "listen", s.addr.String(), "health", addrString(s.healthAddr),
 		"upstream", target, "store", service.RedactURL(storeCfg.URL), "routes", len(cfg.Proxy.Routes))
 
 	go func() {
 		defer close(s.done)
 		<-ctx.Done()
-		log.Info("shutting down", "timeout", o.shutdown)
-		sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
-		defer cancel()
-		if err := httpSrv.Shutdown(sctx); err != nil {
-			log.Warn("proxy shutdown", "error", err)
-		}
+		s.drain(o.drain, func() {})
+		s.stop(o.shutdown, nil, servers...)
 		wg.Wait()
 		closeStore()
 		log.Info("stopped")

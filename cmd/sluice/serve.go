@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -131,19 +130,38 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	srv, err := startServer(ctx, o, log)
 	if err != nil {
-		var invalid *config.Error
-		if errors.As(err, &invalid) {
-			// One problem a line, file:line: field: message, as validate
-			// prints them, rather than one quoted log value.
-			fmt.Fprintln(stderr, err)
-			log.Error("cannot start: the configuration is invalid", "problems", len(invalid.Problems))
-			return 1
-		}
-		log.Error("cannot start", "error", err)
-		return 1
+		return cannotStart(err, stderr, log)
 	}
 	srv.wait()
 	return 0
+}
+
+// cannotStart reports why serve or proxy could not start and returns the
+// exit status, 1.
+func cannotStart(err error, stderr io.Writer, log *slog.Logger) int {
+	if invalid, ok := errors.AsType[*config.Error](err); ok {
+		// One problem a line, file:line: field: message, as validate
+		// prints them, rather than one quoted log value.
+		fmt.Fprintln(stderr, err)
+		log.Error("cannot start: the configuration is invalid", "problems", len(invalid.Problems))
+		return 1
+	}
+	log.Error("cannot start", "error", err)
+	return 1
+}
+
+// configLoader is how serve (at start and at every reload) and proxy load
+// paths: loadFiles, with the costly policies logged.
+func configLoader(paths []string, storeFlag string, log *slog.Logger) func() (*config.Config, error) {
+	return func() (*config.Config, error) {
+		cfg, err := loadFiles(paths, storeFlag)
+		if err == nil {
+			for _, w := range cfg.Warnings() {
+				log.Warn("costly policy", "warning", w)
+			}
+		}
+		return cfg, err
+	}
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -164,31 +182,19 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // server is a running `sluice serve`: its listeners, servers and the
 // goroutines that must end before it returns.
 type server struct {
-	log      *slog.Logger
+	*drainer
 	svc      *service.Service
 	httpAddr net.Addr
 	grpcAddr net.Addr // nil when gRPC is off
 	done     chan struct{}
-
-	draining  atomic.Bool   // set on shutdown: readiness says no
-	endDrain  chan struct{} // closed to end the drain early
-	endedOnce sync.Once
-	shutdown  context.CancelFunc // begins the shutdown, as SIGTERM does
+	shutdown context.CancelFunc // begins the shutdown, as SIGTERM does
 }
 
 // startServer loads the configuration, opens the store, starts listening and
 // serving, and returns; the server runs until ctx ends.
 func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server, error) {
 	paths := []string(o.configs)
-	load := func() (*config.Config, error) {
-		cfg, err := loadFiles(paths, o.storeURL)
-		if err == nil {
-			for _, w := range cfg.Warnings() {
-				log.Warn("costly policy", "warning", w)
-			}
-		}
-		return cfg, err
-	}
+	load := configLoader(paths, o.storeURL, log)
 	// Taken before the load, so the watch reloads a file changed while the
 	// server starts.
 	since := service.Fingerprint(paths)
@@ -243,9 +249,9 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 			return nil, fmt.Errorf("--grpc-addr: %w", err)
 		}
 	}
-	s := &server{log: log, svc: svc, httpAddr: httpLn.Addr(), done: make(chan struct{}), endDrain: make(chan struct{})}
+	s := &server{drainer: newDrainer(log), svc: svc, httpAddr: httpLn.Addr(), done: make(chan struct{})}
 	ctx, s.shutdown = context.WithCancel(ctx)
-	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load)}
+	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(o.xds.waitingFor(ctx, xds, log))}
 	if token != "" {
 		apiOpts = append(apiOpts, httpapi.WithAdminToken(token))
 	}
@@ -313,8 +319,8 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		<-ctx.Done()
 		signal.Stop(hup)
 		stopWatch()
-		s.drain(o.drain, rls)
-		s.stop(o.shutdown, httpSrv, grpcSrv)
+		s.drain(o.drain, rls.Shutdown)
+		s.stop(o.shutdown, grpcSrv, httpSrv)
 		wg.Wait()
 		closeStore()
 		log.Info("stopped")

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/service"
@@ -24,6 +26,8 @@ type xdsOptions struct {
 	tls                       bool
 	caFile, certFile, keyFile string
 	serverName                string
+
+	wait time.Duration // /readyz waits this long for the first version; 0: not at all
 }
 
 // addFlags defines the flags on fs. Their defaults come from
@@ -49,6 +53,7 @@ func (x *xdsOptions) addFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&x.certFile, "xds-cert-file", def.certFile, "PEM `file` of a client certificate for the xDS server, with --xds-key-file")
 	fs.StringVar(&x.keyFile, "xds-key-file", def.keyFile, "PEM `file` of the client certificate's key")
 	fs.StringVar(&x.serverName, "xds-server-name", def.serverName, "the `name` to verify the xDS server's certificate against (default: the host of --xds-server)")
+	fs.DurationVar(&x.wait, "xds-wait", 30*time.Second, "with --xds-server: how long /readyz answers 503 waiting for the first configuration from it, before reporting ready without it (0: no wait)")
 }
 
 // tlsConfig is the connection's TLS configuration; nil for plaintext.
@@ -99,6 +104,36 @@ func (x *xdsOptions) client(svc *service.Service, log *slog.Logger) (*xdsconfig.
 	}
 	return xdsconfig.New(xdsconfig.Options{Server: x.server, NodeID: x.nodeID, NodeMetadata: md, TLS: tc,
 		Apply: svc.ApplyDynamic, Logger: log, Registerer: svc.Registry()})
+}
+
+// waitingFor returns what readiness still waits for: the first version from
+// the xDS server c, until it is applied or x.wait has passed (then "",
+// logged), so that a node takes no traffic before it knows the xDS domains'
+// limits — envoyproxy/ratelimit holds its start-up for it likewise. Always
+// "" without a client or a wait; the wait ends with ctx.
+func (x *xdsOptions) waitingFor(ctx context.Context, c *xdsconfig.Client, log *slog.Logger) func() string {
+	if c == nil || x.wait <= 0 {
+		return func() string { return "" }
+	}
+	var waiting atomic.Bool
+	waiting.Store(true)
+	go func() {
+		defer waiting.Store(false)
+		timer := time.NewTimer(x.wait)
+		defer timer.Stop()
+		select {
+		case <-c.Applied():
+		case <-timer.C:
+			log.Warn("no configuration from the xDS server within --xds-wait: ready without it", "xds_wait", x.wait)
+		case <-ctx.Done():
+		}
+	}()
+	return func() string {
+		if waiting.Load() {
+			return "the first configuration from the xDS server"
+		}
+		return ""
+	}
 }
 
 // runXDS runs c, when there is one, until ctx ends.

@@ -120,16 +120,7 @@ func TestNACKAcrossNodes(t *testing.T) {
 // remote_address=ip in domain edge.
 func startXDSServe(t *testing.T, x xdsOptions, storeURL string) (call func(ip string) *rlsv3.RateLimitResponse, logs *syncBuffer) {
 	t.Helper()
-	logs = &syncBuffer{}
-	log, _ := newLogger(logs, "text", "info")
-	ctx, cancel := context.WithCancel(context.Background())
-	o := serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second, xds: x, storeURL: storeURL}
-	srv, err := startServer(ctx, o, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.wait() })
+	srv, logs := startXDSServer(t, x, storeURL)
 	conn, err := grpc.NewClient(srv.grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +138,22 @@ func startXDSServe(t *testing.T, x xdsOptions, storeURL string) (call func(ip st
 		}
 		return resp
 	}, logs
+}
+
+// startXDSServer runs serve in-process with x and no files.
+func startXDSServer(t *testing.T, x xdsOptions, storeURL string) (*server, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	log, _ := newLogger(logs, "text", "info")
+	ctx, cancel := context.WithCancel(context.Background())
+	o := serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second, xds: x, storeURL: storeURL}
+	srv, err := startServer(ctx, o, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.wait() })
+	return srv, logs
 }
 
 // limitIs reports whether call's answer carries a limit of n a unit.
@@ -203,10 +210,10 @@ func TestXDSFlags(t *testing.T) {
 		}
 		var x xdsOptions
 		x.addFlags(flag.NewFlagSet("t", flag.ContinueOnError), func(k string) string { return env[k] })
-		want := xdsOptions{nodeID: "default"}
+		want := xdsOptions{nodeID: "default", wait: 30 * time.Second}
 		if xdsType {
 			want = xdsOptions{server: "cp:18000", nodeID: "rl", metadata: "a=b", tls: true, caFile: "ca.pem",
-				certFile: "c.pem", keyFile: "c.key", serverName: "cp.internal"}
+				certFile: "c.pem", keyFile: "c.key", serverName: "cp.internal", wait: 30 * time.Second}
 		}
 		if x != want {
 			t.Errorf("CONFIG_TYPE=%q: %+v, want %+v", env["CONFIG_TYPE"], x, want)

@@ -20,7 +20,8 @@ type Core[R any] struct {
 	formatPolicy func([]Quota) string
 	reportShadow func(ctx context.Context, r R, q Quota, denied bool)
 	// policyAll is the policy field when every enforced limit applies, the
-	// usual case; it depends on nothing else, so it is built once.
+	// usual case; it depends on nothing else, so it is built once. Empty
+	// when a limit picks its limiter per request (Limit.Pick).
 	policyAll string
 }
 
@@ -46,10 +47,14 @@ func New[R any](s *Settings[R], formatPolicy func([]Quota) string,
 		}
 	}
 	quotas := make([]Quota, len(c.Enforced))
+	picks := false
 	for i := range c.Enforced {
 		quotas[i].Policy = &c.Enforced[i].Policy
+		picks = picks || c.Enforced[i].Pick != nil
 	}
-	c.policyAll = formatPolicy(quotas)
+	if !picks {
+		c.policyAll = formatPolicy(quotas)
+	}
 	return c, nil
 }
 
@@ -107,8 +112,12 @@ func (c *Core[R]) decideEnforced(ctx context.Context, r R, cost int64) ([]Quota,
 		if key == "" {
 			continue
 		}
-		checks = append(checks, sluice.Check{Limiter: l.Limiter, Key: key, Cost: cost, Peek: cost == 0})
-		quotas = append(quotas, Quota{Policy: &l.Policy})
+		lim, pol, err := c.limiterFor(l, r)
+		if err != nil {
+			return nil, false, err
+		}
+		checks = append(checks, sluice.Check{Limiter: lim, Key: key, Cost: cost, Peek: cost == 0})
+		quotas = append(quotas, Quota{Policy: pol})
 	}
 	if len(checks) == 0 {
 		return nil, true, nil
@@ -140,8 +149,12 @@ func (c *Core[R]) decideShadow(ctx context.Context, r R, cost int64, admitted bo
 			continue
 		}
 		var res sluice.Result
+		lim, pol := l.Limiter, &l.Policy
 		if err == nil {
-			res, err = l.Limiter.AllowN(ctx, key, n)
+			lim, pol, err = c.limiterFor(l, r)
+		}
+		if err == nil {
+			res, err = lim.AllowN(ctx, key, n)
 		}
 		if err != nil {
 			c.Logger.WarnContext(ctx, c.pkg+": shadow limit failed", "policy", l.Policy.Name, "err", err)
@@ -149,12 +162,31 @@ func (c *Core[R]) decideShadow(ctx context.Context, r R, cost int64, admitted bo
 		}
 		switch {
 		case admitted && !res.Allowed:
-			c.reportShadow(ctx, r, Quota{Policy: &l.Policy, Result: res}, false)
+			c.reportShadow(ctx, r, Quota{Policy: pol, Result: res}, false)
 		case !admitted && res.Remaining < cost:
 			res.Allowed = false
-			c.reportShadow(ctx, r, Quota{Policy: &l.Policy, Result: res}, true)
+			c.reportShadow(ctx, r, Quota{Policy: pol, Result: res}, true)
 		}
 	}
+}
+
+// limiterFor returns the limiter r is decided by under l, and its policy:
+// the one l.Pick picks, else l's own. A picked limiter must keep l's name
+// and algorithm, or it would count on another state.
+func (c *Core[R]) limiterFor(l *Limit[R], r R) (*sluice.Limiter, *sluice.Policy, error) {
+	if l.Pick == nil {
+		return l.Limiter, &l.Policy, nil
+	}
+	lim := l.Pick(r)
+	if lim == nil || lim == l.Limiter {
+		return l.Limiter, &l.Policy, nil
+	}
+	p := lim.Policy()
+	if p.Name != l.Policy.Name || p.Algorithm != l.Policy.Algorithm {
+		return nil, nil, fmt.Errorf("%s: limit %q picked a limiter of policy %q (%s): a plan keeps its policy's name and algorithm",
+			c.pkg, l.Policy.Name, p.Name, p.Algorithm)
+	}
+	return lim, &p, nil
 }
 
 // keyFor returns the store key of r under l, or "" when the limit does not
@@ -182,7 +214,7 @@ func (c *Core[R]) keyFor(l *Limit[R], r R) (string, error) {
 
 // PolicyField returns the RateLimit-Policy value of quotas, a decision's.
 func (c *Core[R]) PolicyField(quotas []Quota) string {
-	if len(quotas) == len(c.Enforced) {
+	if len(quotas) == len(c.Enforced) && c.policyAll != "" {
 		return c.policyAll
 	}
 	return c.formatPolicy(quotas)

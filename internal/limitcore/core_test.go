@@ -3,6 +3,7 @@ package limitcore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,3 +133,42 @@ func TestDecideKeyError(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestPick: a limit decides each request by the limiter Pick returns (a
+// plan: the same policy under another limit, on the same state), its own
+// when Pick returns nil, and refuses one of another policy.
+func TestPick(t *testing.T) {
+	store := memory.New(memory.WithClock(storetest.NewClock(storetest.Epoch)))
+	own, _ := sluice.New(store, policy("api", 1))
+	pro, _ := sluice.New(store, policy("api", 3))
+	other, _ := sluice.New(store, policy("other", 9))
+	s := NewSettings[req]("testlimit")
+	pick := func(r req) *sluice.Limiter {
+		return map[string]*sluice.Limiter{"pro": pro, "other": other}[r["plan"]]
+	}
+	if err := AddLimit(&s, own, field("user"), "field", func(l *Limit[req]) { l.Pick = pick }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(&s, func(q []Quota) string { return q[0].Policy.Name + ":" + itoa(q[0].Policy.Limit) }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var got []string
+	for _, r := range []req{{"user": "a", "plan": "pro"}, {"user": "a", "plan": "pro"}, {"user": "a"}, {"user": "a", "plan": "pro"}, {"user": "a", "plan": "pro"}} {
+		d, err := c.Decide(ctx, r, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c.PolicyField(d.Quotas)+map[bool]string{true: " allowed", false: " denied"}[d.Allowed])
+	}
+	want := []string{"api:3 allowed", "api:3 allowed", "api:1 denied", "api:3 allowed", "api:3 denied"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if _, err := c.Decide(ctx, req{"user": "a", "plan": "other"}, 1); err == nil || !strings.Contains(err.Error(), `picked a limiter of policy "other"`) {
+		t.Errorf("a limiter of another policy: %v", err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -42,6 +42,10 @@ type Limit[R any] struct {
 	// Fallback keys the requests Key has no key for; nil for none.
 	Fallback KeyFunc[R]
 	Shadow   bool
+	// Pick, when set, returns the limiter a request is decided by instead
+	// of Limiter: one of the policy's plans, under the same name and
+	// algorithm (so on the same state) with another limit. Nil: Limiter.
+	Pick func(R) *sluice.Limiter
 }
 
 // Settings are the options both packages have. Build one with NewSettings;

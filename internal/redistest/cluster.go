@@ -30,9 +30,10 @@ type Cluster struct {
 // returns once every node reports cluster_state:ok with all 16384 slots
 // assigned, sees every other node in its role, and every replica's link to
 // its master is up — so a test can kill a master at once and see a fail-over.
-// cluster-node-timeout is 1000 ms so fail-overs take a second or two. All
-// processes are killed by t.Cleanup.
-func StartCluster(t testing.TB, masters, replicas int) *Cluster {
+// cluster-node-timeout is 1000 ms so fail-overs take a second or two. opts
+// apply to every node (e.g. WithArgs("--cluster-require-full-coverage",
+// "no")). All processes are killed by t.Cleanup.
+func StartCluster(t testing.TB, masters, replicas int, opts ...Option) *Cluster {
 	t.Helper()
 	requireRedis(t)
 	if masters < 3 || replicas < 0 {
@@ -40,7 +41,7 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 	}
 	c := &Cluster{t: t}
 	for range masters * (1 + replicas) {
-		c.Nodes = append(c.Nodes, Start(t, withCluster()))
+		c.Nodes = append(c.Nodes, Start(t, append([]Option{withCluster()}, opts...)...))
 	}
 
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)

@@ -15,6 +15,7 @@ package goredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -55,6 +56,9 @@ type runner struct {
 // Mode implements redisstore.Runner.
 func (r *runner) Mode(ctx context.Context) (redisstore.Mode, error) { return r.fn.Mode(ctx, r.load) }
 
+// ModeReason says why Mode is what it is (see redisstore.Store.ModeReason).
+func (r *runner) ModeReason() string { return r.fn.Reason() }
+
 // Run sends FCALL in ModeFunctions; otherwise EVALSHA and, on NOSCRIPT, EVAL:
 // what redis.Script.Run does, with the SHA-1 redisstore computed once.
 func (r *runner) Run(ctx context.Context, s *redisstore.Script, keys, args []string, reply []int64) error {
@@ -88,7 +92,7 @@ func (r *runner) load(ctx context.Context) error {
 	loadOn := func(ctx context.Context, n *redis.Client) error {
 		libs, err := n.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name}).Result()
 		if err != nil || len(libs) == 0 {
-			err = n.FunctionLoadReplace(ctx, src).Err()
+			err = functionLoad(ctx, n, src)
 		}
 		mu.Lock()
 		errs[n.String()] = err
@@ -103,9 +107,19 @@ func (r *runner) load(ctx context.Context) error {
 	case *redis.Client:
 		_ = loadOn(ctx, c)
 	default:
-		errs["server"] = r.c.FunctionLoadReplace(ctx, src).Err()
+		errs["server"] = functionLoad(ctx, r.c, src)
 	}
 	return redisstore.LoadResult(errs)
+}
+
+// functionLoad loads the library src on c, marking the server's error
+// replies as such for redisstore.LoadResult.
+func functionLoad(ctx context.Context, c redis.Cmdable, src string) error {
+	err := c.FunctionLoadReplace(ctx, src).Err()
+	if _, reply := errors.AsType[redis.Error](err); reply {
+		return redisstore.ServerReply(err)
+	}
+	return err
 }
 
 // RunMulti pipelines every call (go-redis splits the pipeline by node on a

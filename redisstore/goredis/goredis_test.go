@@ -2,9 +2,12 @@ package goredis_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/redisstore/goredis"
@@ -85,4 +88,31 @@ func TestMode(t *testing.T) {
 		t.Fatalf("Mode with FUNCTION refused = %q, %v; want %q", m, err, redisstore.ModeScripts)
 	}
 	t.Run("Conformance", func(t *testing.T) { rstest.Conformance(t, tg) })
+}
+
+// TestModeUnexpectedError: FUNCTION LOAD failing with an error of the server
+// that no list foresees (a function name another library took) decides
+// scripts, as with the rueidis runner.
+func TestModeUnexpectedError(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	_, src := redisstore.Library()
+	_, rest, _ := strings.Cut(src, "register_function('")
+	fn, _, _ := strings.Cut(rest, "'")
+	if _, err := srv.Do("FUNCTION", "LOAD", "#!lua name=squatter\nredis.register_function('"+fn+"', function() return 1 end)"); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	s := goredis.New(c, rstest.Defaults()...)
+	if m, err := s.Mode(ctx); err != nil || m != redisstore.ModeScripts {
+		t.Fatalf("Mode = %q, %v; want %q", m, err, redisstore.ModeScripts)
+	}
+	if why := s.ModeReason(); !strings.Contains(why, "already exists") {
+		t.Errorf("ModeReason = %q", why)
+	}
+	p := &sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Minute}
+	if r, err := s.Decide(ctx, sluice.Request{Policy: p, Key: "k", Cost: 1}); err != nil || !r.Allowed {
+		t.Fatalf("Decide in scripts mode: %+v, %v", r, err)
+	}
 }

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/sluicehq/sluice/internal/xdstest"
+)
+
+// readyz returns /readyz's status code and body.
+func readyz(t *testing.T, srv *server) (int, string) {
+	t.Helper()
+	return get(t, "http://"+srv.httpAddr.String()+"/readyz")
+}
+
+// TestReadyWaitsForXDS: with --xds-server, /readyz answers 503 "starting"
+// until the first version from the server is in force, then 200.
+func TestReadyWaitsForXDS(t *testing.T) {
+	cp := xdstest.Start(t, "127.0.0.1:0") // no version yet
+	srv, _ := startXDSServer(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, wait: time.Hour}, "")
+	// The client subscribes, and the server has nothing to send: not ready.
+	xdstest.WaitFor(t, "the subscription", func() bool {
+		return cp.Seen(func(*discovery.DiscoveryRequest) bool { return true }) != nil
+	})
+	if code, body := readyz(t, srv); code != 503 || !strings.Contains(body, `"starting"`) || !strings.Contains(body, "xDS") {
+		t.Fatalf("/readyz before any xDS version: %d %s; want 503 starting, waiting for xDS", code, body)
+	}
+	cp.Set("v1", xdstest.Domain("edge", "remote_address", "", 10))
+	xdstest.WaitFor(t, "/readyz 200 once v1 is applied", func() bool {
+		code, _ := readyz(t, srv)
+		return code == 200
+	})
+}
+
+// TestReadyXDSWaitBounded: --xds-wait bounds the wait: with a server that
+// never sends a version, /readyz turns 200 once it has passed, and the log
+// says why.
+func TestReadyXDSWaitBounded(t *testing.T) {
+	cp := xdstest.Start(t, "127.0.0.1:0")
+	srv, logs := startXDSServer(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, wait: short}, "")
+	xdstest.WaitFor(t, "/readyz 200 after --xds-wait", func() bool {
+		code, _ := readyz(t, srv)
+		return code == 200
+	})
+	if !strings.Contains(logs.String(), "within --xds-wait") {
+		t.Errorf("the end of the wait is not logged:\n%s", logs)
+	}
+	if cp.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetVersionInfo() != "" }) != nil {
+		t.Error("a version was applied; the test wants none")
+	}
+}
+
+// TestReadyNoXDSWait: --xds-wait 0 does not wait.
+func TestReadyNoXDSWait(t *testing.T) {
+	cp := xdstest.Start(t, "127.0.0.1:0")
+	srv, _ := startXDSServer(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID}, "")
+	if code, body := readyz(t, srv); code != 200 {
+		t.Errorf("/readyz with --xds-wait 0: %d %s", code, body)
+	}
+}

@@ -1,0 +1,245 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/sluicehq/sluice"
+)
+
+// A Cluster's slot map, read by the store itself: rueidis routes commands by
+// its own map but does not expose it, and a breaker per master needs to know
+// which master a key's call goes to before making it.
+const (
+	// clusterSlots is how many hash slots a Cluster has.
+	clusterSlots = 16384
+	// nodesRefresh is how old the slot map may grow while the store is in
+	// use: a replica promoted in place of a dead master gets the master's
+	// keys (and a breaker of its own) within about this long.
+	nodesRefresh = time.Second
+	// nodesAskTimeout bounds the wait for one node's CLUSTER SLOTS: a
+	// stalled node must not hold up the refresh (the next node is asked).
+	nodesAskTimeout = 500 * time.Millisecond
+	// nodesRefreshTimeout bounds a whole refresh.
+	nodesRefreshTimeout = 2 * time.Second
+)
+
+// NodeOf names the Redis node that holds (p, key), for
+// failover.WithBreakerPerNode: on a sharded store the shard's Name; on a
+// Cluster the address ("host:port") of the master serving the key's slot,
+// as the store last read the slot map (it reads it again every second while
+// in use); "" for a single Redis, for a Cluster before the map is read, and
+// for a Runner of another client library.
+func (s *Store) NodeOf(p *sluice.Policy, key string) string {
+	if loc, ok := s.run.(nodeLocator); ok && loc.manyNodes() {
+		return loc.nodeOf(redisKey(s.prefix, p, key))
+	}
+	return ""
+}
+
+// nodeLocator is a Runner whose keys live on several nodes it can name.
+type nodeLocator interface {
+	manyNodes() bool
+	nodeOf(key string) string
+}
+
+// NodeError is a failed call on one node of a Cluster. It names the master
+// so that a breaker per node (failover.WithBreakerPerNode) blames only it.
+type NodeError struct {
+	Node string // the master's address, as NodeOf names it
+	Err  error
+}
+
+func (e *NodeError) Error() string { return "node " + e.Node + ": " + e.Err.Error() }
+
+// Unwrap returns the node's error.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// FailedNode returns e.Node, for failover.WithBreakerPerNode.
+func (e *NodeError) FailedNode() string { return e.Node }
+
+// blame makes err, the failure of a call on key, name the node that holds
+// key, unless it names one already (a ShardError).
+func (s *Store) blame(key string, err error) error {
+	var named interface{ FailedNode() string }
+	if errors.As(err, &named) {
+		return err
+	}
+	if loc, ok := s.run.(nodeLocator); ok && loc.manyNodes() {
+		if node := loc.nodeOf(key); node != "" {
+			return &NodeError{Node: node, Err: err}
+		}
+	}
+	return err
+}
+
+func (r *rueidisRunner) manyNodes() bool { return r.nodes != nil }
+
+func (r *rueidisRunner) nodeOf(key string) string { return r.nodes.of(Slot(key)) }
+
+func (l *lazyRunner) manyNodes() bool {
+	r := l.runner.Load()
+	return r != nil && r.manyNodes()
+}
+
+func (l *lazyRunner) nodeOf(key string) string {
+	if r := l.runner.Load(); r != nil && r.manyNodes() {
+		return r.nodeOf(key)
+	}
+	return ""
+}
+
+// A shard that is itself a Cluster keeps one breaker: it is named as a whole.
+func (r *ShardedRunner) manyNodes() bool { return len(r.shards) > 1 }
+
+func (r *ShardedRunner) nodeOf(key string) string { return r.shards[r.ShardOf(key)].Name }
+
+// clusterNodes is a Cluster's slot → master map. A lookup that finds the map
+// older than nodesRefresh starts a refresh in the background (one at a time)
+// and answers from the map it has, so no decision waits for it; with no
+// decisions there is no refresh either, and nothing to stop at Close.
+type clusterNodes struct {
+	client rueidis.Client
+	table  atomic.Pointer[slotTable]
+	due    atomic.Int64 // unix ns from which a lookup starts a refresh
+	busy   atomic.Bool  // a refresh is in flight
+}
+
+// slotTable is one reading of the slot map.
+type slotTable struct {
+	owner   [clusterSlots]uint16 // index into masters
+	masters []string             // masters[0] is "": no master known
+}
+
+// slotRange is one line of CLUSTER SLOTS: slots from to to (inclusive) are
+// served by master.
+type slotRange struct {
+	from, to int64
+	master   string
+}
+
+func newClusterNodes(c rueidis.Client) *clusterNodes {
+	n := &clusterNodes{client: c}
+	n.refreshAsync() // read the map before the first decision needs it
+	return n
+}
+
+// of returns the master serving slot, or "" when it is not known yet.
+func (n *clusterNodes) of(slot int) string {
+	if time.Now().UnixNano() >= n.due.Load() {
+		n.refreshAsync()
+	}
+	t := n.table.Load()
+	if t == nil {
+		return ""
+	}
+	return t.masters[t.owner[slot]]
+}
+
+// refreshAsync starts a refresh unless one is in flight.
+func (n *clusterNodes) refreshAsync() {
+	if !n.busy.CompareAndSwap(false, true) {
+		return
+	}
+	// Due again in nodesRefresh whether or not this one succeeds, so a
+	// Cluster that cannot answer is asked once a second, not per decision.
+	n.due.Store(time.Now().Add(nodesRefresh).UnixNano())
+	go func() {
+		defer n.busy.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), nodesRefreshTimeout)
+		defer cancel()
+		_ = n.refresh(ctx) // a failed refresh keeps the map it had
+	}()
+}
+
+// refresh reads the slot map from the first node that answers, in random
+// order (the map from rueidis' Nodes is unordered): a dead master costs at
+// most nodesAskTimeout.
+func (n *clusterNodes) refresh(ctx context.Context) error {
+	var errs []error
+	for addr, node := range n.client.Nodes() {
+		actx, cancel := context.WithTimeout(ctx, nodesAskTimeout)
+		reply, err := node.Do(actx, node.B().ClusterSlots().Build()).ToArray()
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		n.table.Store(newSlotTable(slotRanges(reply, addr), n.table.Load()))
+		return nil
+	}
+	return errors.Join(append(errs, errors.New("redisstore: no Cluster node answered CLUSTER SLOTS"))...)
+}
+
+// slotRanges reads a CLUSTER SLOTS reply: [from, to, [host, port, id, …],
+// replicas…] per range. A master with an empty host is on the host of addr,
+// the node that answered (as Redis means it); lines it cannot read are
+// skipped.
+func slotRanges(reply []rueidis.RedisMessage, addr string) []slotRange {
+	ranges := make([]slotRange, 0, len(reply))
+	for _, line := range reply {
+		v, err := line.ToArray()
+		if err != nil || len(v) < 3 {
+			continue
+		}
+		from, err1 := v[0].AsInt64()
+		to, err2 := v[1].AsInt64()
+		m, err3 := v[2].ToArray()
+		if err1 != nil || err2 != nil || err3 != nil || len(m) < 2 {
+			continue
+		}
+		host, err1 := m[0].ToString()
+		port, err2 := m[1].AsInt64()
+		if err1 != nil || err2 != nil || host == "?" {
+			continue
+		}
+		if host == "" {
+			host, _, _ = net.SplitHostPort(addr)
+		}
+		ranges = append(ranges, slotRange{from: from, to: to, master: net.JoinHostPort(host, strconv.FormatInt(port, 10))})
+	}
+	return ranges
+}
+
+// newSlotTable builds the map ranges describe. Ranges out of bounds are
+// skipped; a slot no range covers keeps its master in old (nil: none), so a
+// node's partial view during a fail-over forgets nothing.
+func newSlotTable(ranges []slotRange, old *slotTable) *slotTable {
+	t := &slotTable{masters: []string{""}}
+	index := map[string]uint16{"": 0}
+	indexOf := func(master string) uint16 {
+		i, ok := index[master]
+		if !ok && len(t.masters) < clusterSlots {
+			i = uint16(len(t.masters))
+			index[master] = i
+			t.masters = append(t.masters, master)
+		}
+		return i
+	}
+	var covered [clusterSlots]bool
+	for _, r := range ranges {
+		if r.from < 0 || r.to >= clusterSlots || r.from > r.to {
+			continue
+		}
+		i := indexOf(r.master)
+		for slot := r.from; slot <= r.to; slot++ {
+			t.owner[slot], covered[slot] = i, true
+		}
+	}
+	if old != nil {
+		for slot := range t.owner {
+			if !covered[slot] {
+				t.owner[slot] = indexOf(old.masters[old.owner[slot]])
+			}
+		}
+	}
+	return t
+}

@@ -1,0 +1,105 @@
+# lib.sh: what the scripts share, written once. Source it:
+#   . "$(dirname "$0")/lib.sh"
+# Everything here runs under the caller's `set -euo pipefail`.
+
+# --- installing tools (scripts/ensure-*.sh) ---
+
+# can_apt_install: true when this process may install Debian packages.
+can_apt_install() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+# apt_install PACKAGE...: installs the packages quietly.
+apt_install() {
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null
+	apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# stop_services SERVICE...: stops the system-wide servers a package starts;
+# the tests start their own.
+stop_services() {
+	local s
+	for s in "$@"; do
+		(service "$s" stop || systemctl stop "$s") >/dev/null 2>&1 || true
+	done
+}
+
+# ensure_tool PACKAGE SERVICE HINT COMMAND...: exits at once when every
+# COMMAND is on PATH; else installs the Debian PACKAGE (needs root and
+# apt-get), stops SERVICE ("" for none) and checks the first COMMAND. HINT,
+# when not empty, is a second line for the case it cannot install.
+ensure_tool() {
+	local pkg=$1 service=$2 hint=$3 c missing=
+	shift 3
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || missing=1
+	done
+	[ -z "$missing" ] && exit 0
+	if ! can_apt_install; then
+		echo "$1 is not installed and this script cannot install it (needs root and apt-get)." >&2
+		[ -z "$hint" ] || echo "$hint" >&2
+		exit 1
+	fi
+	if [ "$pkg" = "$1" ]; then
+		echo "installing $pkg (apt-get)..." >&2
+	else
+		echo "installing $pkg for $1 (apt-get)..." >&2
+	fi
+	apt_install "$pkg"
+	[ -z "$service" ] || stop_services "$service"
+	command -v "$1" >/dev/null
+}
+
+# --- measuring against a throw-away Redis (redis-cpu, redis-ceiling, lease-nodes) ---
+
+# require SCRIPT BIN...: exits naming the first BIN not on PATH.
+require() {
+	local script=$1 bin hint
+	shift
+	for bin in "$@"; do
+		hint=
+		[[ $bin == redis-* ]] && hint=" (scripts/ensure-redis.sh installs it)"
+		command -v "$bin" >/dev/null || { echo "$script: $bin not found$hint" >&2; exit 1; }
+	done
+}
+
+# freeport: a free TCP port on 127.0.0.1.
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+
+# stop_pid PID: ends a process this script started and waits for it.
+stop_pid() {
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
+# start_redis DIR: a redis-server without persistence on 127.0.0.1:$PORT
+# (a free port when PORT is unset), its files in DIR; sets PORT and
+# redis_pid and returns once it answers PING.
+start_redis() {
+	[[ -n ${PORT:-} ]] || PORT=$(freeport)
+	redis-server --bind 127.0.0.1 --port "$PORT" --dir "$1" --save '' --appendonly no \
+		--protected-mode no --daemonize no --logfile "$1/redis.log" &
+	redis_pid=$!
+	for _ in $(seq 100); do
+		cli PING >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+}
+
+# cli ARG...: redis-cli against that server.
+cli() { timeout 10 redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+
+# redis_version: "v=X.Y.Z" of the redis-server on PATH.
+redis_version() { redis-server --version | grep -o 'v=[^ ]*'; }
+
+# redis_cpu: the server's user+sys CPU seconds so far.
+redis_cpu() { cli INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f\n", s }'; }
+
+# script_stats: "CALLS USEC COMMAND" of EVALSHA, EVAL and FCALL together since
+# the last CONFIG RESETSTAT; COMMAND is FCALL when any FCALL ran, else EVALSHA
+# (a build uses one of them).
+script_stats() {
+	cli INFO commandstats | tr -d '\r' | awk -F'[:,=]' '
+		/^cmdstat_(evalsha|fcall|eval):/ { for (i = 2; i < NF; i += 2) { if ($i == "calls") c += $(i+1); if ($i == "usec") u += $(i+1) } }
+		/^cmdstat_fcall:/ { f = 1 }
+		END { printf "%d %d %s\n", c, u, (f ? "FCALL" : "EVALSHA") }'
+}
