@@ -16,7 +16,6 @@ type lease struct {
 	id      leaseID
 	sh      *shard
 	policy  sluice.Policy
-	key     string
 	retired bool // removed from the shard's map: callers take a new one
 
 	res       sluice.Reservation // the current reservation
@@ -71,7 +70,7 @@ func (l *lease) takeBack(now int64) giveBack {
 	if unused <= 0 || l.policy.Algorithm == sluice.FixedWindow && now >= l.windowEnd {
 		return giveBack{}
 	}
-	return giveBack{policy: l.policy, key: l.key, res: l.res, unused: unused}
+	return giveBack{policy: l.policy, key: l.id.key, res: l.res, unused: unused}
 }
 
 // settle decides a request of cost with the store's answer to a reservation
