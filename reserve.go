@@ -16,7 +16,10 @@ type Reservation struct {
 	// the upper bound asked for.
 	Granted int64
 	// Result is the store's answer for the admission of Granted units; when
-	// Granted is 0 it is exactly the denial Decide gives the request.
+	// Granted is 0 it is exactly the denial Decide gives the request. With
+	// Result.Degraded set, a fail policy decided the request instead of the
+	// store (package failover): Granted is then the request's Cost or 0, and
+	// nothing is held in the store to spend later or give back.
 	Result Result
 	// Ref1 and Ref2 say what Release needs to give units back (the window's
 	// start for fixed_window, the refill time for token_bucket, the TAT and

@@ -49,6 +49,22 @@ func (f *flaky) DecideAll(ctx context.Context, reqs []sluice.Request, results []
 	return f.Store.DecideAll(ctx, reqs, results)
 }
 
+func (f *flaky) Reserve(ctx context.Context, req sluice.Request, upTo int64) (sluice.Reservation, error) {
+	f.calls.Add(1)
+	if err := f.fail(ctx); err != nil {
+		return sluice.Reservation{}, err
+	}
+	return f.Store.Reserve(ctx, req, upTo)
+}
+
+func (f *flaky) Release(ctx context.Context, req sluice.Request, r sluice.Reservation, unused int64) error {
+	f.calls.Add(1)
+	if err := f.fail(ctx); err != nil {
+		return err
+	}
+	return f.Store.Release(ctx, req, r, unused)
+}
+
 func (f *flaky) fail(ctx context.Context) error {
 	if !f.down.Load() {
 		return nil

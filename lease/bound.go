@@ -66,20 +66,3 @@ func (s *Store) Stranded(p *sluice.Policy) int64 {
 	}
 	return s.maxLeaseOf(p)
 }
-
-// Held returns the units this node holds unused for (p, key): what it can
-// admit without asking the store, and what it would strand if it died.
-func (s *Store) Held(p *sluice.Policy, key string) int64 {
-	s.mu.Lock()
-	l := s.leases[leaseID{policy: p.Name, alg: p.Algorithm, key: key}]
-	s.mu.Unlock()
-	if l == nil {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s.now() >= l.expires {
-		return 0
-	}
-	return l.left
-}

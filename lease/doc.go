@@ -35,7 +35,10 @@
 // leased units as consumed, so all-or-nothing holds exactly.
 //
 // When the remote store fails, a node keeps spending its current lease and
-// returns the store's error once it needs a new one (a fail policy such as
-// package failover's takes over from there). A node that dies without Close
+// returns the store's error once it needs a new one. Wrap the remote store in
+// a fail policy (lease.New(failover.New(redis))) so that only the calls that
+// reach it are timed, counted and broken: decisions from a lease never touch
+// it, and once the lease is spent the fail policy decides (its degraded
+// results pass through, and install no lease). A node that dies without Close
 // strands at most its leases: under-admission, never over-admission.
 package lease

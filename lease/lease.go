@@ -2,7 +2,7 @@ package lease
 
 import (
 	"context"
-	"sync"
+	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -21,13 +21,13 @@ type Store struct {
 	sweepEvery time.Duration
 	policies   atomic.Pointer[map[string]Settings]
 
-	mu        sync.Mutex
-	leases    map[leaseID]*lease
-	nextSweep int64
-	closed    bool
+	seed      maphash.Seed
+	shards    [numShards]shard
+	nextSweep atomic.Int64
+	sweeps    atomic.Int64
 
-	decisions  atomic.Int64
-	storeCalls atomic.Int64
+	remoteDecisions atomic.Int64 // decided on the remote store; the shards count the rest
+	storeCalls      atomic.Int64
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -41,66 +41,49 @@ type leaseID struct {
 // New returns a Store leasing quota from remote. A remote that does not
 // implement sluice.Reserver gets every request, as if there were no leases.
 func New(remote sluice.Store, opts ...Option) *Store {
-	s := &Store{remote: remote, clock: sluice.SystemClock(), sweepEvery: 10 * time.Millisecond, leases: make(map[leaseID]*lease)}
+	s := &Store{remote: remote, clock: sluice.SystemClock(), sweepEvery: 10 * time.Millisecond, seed: maphash.MakeSeed()}
+	for i := range s.shards {
+		s.shards[i].leases = make(map[leaseID]*lease)
+	}
 	s.reserver, _ = remote.(sluice.Reserver)
+	if c, ok := remote.(interface{ CanReserve() bool }); ok && !c.CanReserve() {
+		s.reserver = nil // a wrapper (failover) around a store that cannot reserve
+	}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
 
-// Stats counts the store's work since New, and what it holds now.
-type Stats struct {
-	Decisions  int64 // requests decided (Decide and DecideAll)
-	StoreCalls int64 // calls to the remote store (reservations, releases, decisions)
-	Leases     int   // leases held, live or expired but not yet given back
-	Held       int64 // units held unused in live leases: what this node can admit without the store
-}
-
-// Stats returns the counters, and counts what the leases hold.
-func (s *Store) Stats() Stats {
-	st := Stats{Decisions: s.decisions.Load(), StoreCalls: s.storeCalls.Load()}
-	s.mu.Lock()
-	leases := make([]*lease, 0, len(s.leases))
-	for _, l := range s.leases {
-		leases = append(leases, l)
-	}
-	s.mu.Unlock()
-	st.Leases = len(leases)
-	now := s.now()
-	for _, l := range leases {
-		l.mu.Lock()
-		if now < l.expires && !l.retired {
-			st.Held += l.left
-		}
-		l.mu.Unlock()
-	}
-	return st
-}
+// Remote returns the store the leases are taken from.
+func (s *Store) Remote() sluice.Store { return s.remote }
 
 // Decide implements sluice.Store: from the key's lease when it holds the
-// cost, else after reserving a new one.
+// cost (one short critical section, no allocation), else after reserving a
+// new one.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
-	s.decisions.Add(1)
 	if req.Cost == 0 || s.ttlOf(req.Policy) == 0 {
+		s.remoteDecisions.Add(1)
 		return s.remoteDecide(ctx, req)
 	}
 	now := s.now()
 	s.sweepDue(ctx, now)
-	for {
-		l, ok := s.lease(req)
-		if !ok { // closed
-			return s.remoteDecide(ctx, req)
-		}
-		l.mu.Lock()
-		if l.retired { // swept away while we waited: take the new one
-			l.mu.Unlock()
-			continue
-		}
-		res, err := s.decideOn(ctx, l, req, now)
-		l.mu.Unlock()
-		return res, err
+	id := leaseID{policy: req.Policy.Name, alg: req.Policy.Algorithm, key: req.Key}
+	sh := s.shardOf(req.Key)
+	sh.mu.Lock()
+	if sh.leases == nil { // closed
+		sh.mu.Unlock()
+		s.remoteDecisions.Add(1)
+		return s.remoteDecide(ctx, req)
 	}
+	sh.decisions++
+	l := sh.get(id, req.Policy)
+	if res, ok := l.local(req, now); ok {
+		sh.mu.Unlock()
+		return res, nil
+	}
+	sh.mu.Unlock()
+	return s.reserve(ctx, sh, id, req, now)
 }
 
 func (s *Store) remoteDecide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
@@ -108,96 +91,63 @@ func (s *Store) remoteDecide(ctx context.Context, req sluice.Request) (sluice.Re
 	return s.remote.Decide(ctx, req)
 }
 
-// decideOn decides req on l, which the caller holds locked.
-func (s *Store) decideOn(ctx context.Context, l *lease, req sluice.Request, now int64) (sluice.Result, error) {
-	if *req.Policy != l.policy {
-		// A reloaded policy (same name and algorithm): what the lease holds
-		// was decided under the old one. Give its units back and forget its
-		// denial, so a lowered limit denies and a raised one admits at once.
-		s.release(ctx, l, now)
-		l.deniedUntil = 0
+// reserve decides req, which its key's lease could not, with a new
+// reservation. One caller per key reserves at a time (the lease's mu); the
+// others wait for it and then decide from what it got.
+func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.Request, now int64) (sluice.Result, error) {
+	for {
+		sh.mu.Lock()
+		if sh.leases == nil { // closed
+			sh.mu.Unlock()
+			return s.remoteDecide(ctx, req)
+		}
+		l := sh.get(id, req.Policy)
+		sh.mu.Unlock()
+		l.mu.Lock()
+		sh.mu.Lock()
+		if l.retired { // swept away or closed while we waited: take the new one
+			sh.mu.Unlock()
+			l.mu.Unlock()
+			continue
+		}
+		if res, ok := l.local(req, now); ok { // another caller reserved meanwhile
+			sh.mu.Unlock()
+			l.mu.Unlock()
+			return res, nil
+		}
+		if *req.Policy != l.policy {
+			// A reloaded policy (same name and algorithm): what the lease
+			// holds was decided under the old one. Give its units back and
+			// forget its denial, so a lowered limit denies and a raised one
+			// admits at once.
+			l.deniedUntil = 0
+		}
+		ttl := s.ttlOf(req.Policy)
+		size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy), ttl)
+		back := l.takeBack(now)
+		l.policy = *req.Policy
+		sh.mu.Unlock()
+
+		s.giveBack(ctx, back)
+		s.storeCalls.Add(1)
+		r, err := s.reserver.Reserve(ctx, req, size)
+
+		sh.mu.Lock()
+		res, err := l.settle(r, err, req.Cost, size, now, ttl)
+		sh.mu.Unlock()
+		l.mu.Unlock()
+		return res, err
 	}
-	if l.left >= req.Cost && now < l.expires {
-		l.left -= req.Cost
-		return l.admitted(now), nil
-	}
-	if now < l.deniedUntil && req.Cost >= l.deniedCost {
-		return l.denied(now), nil
-	}
-	ttl := s.ttlOf(req.Policy)
-	size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy), ttl)
-	s.release(ctx, l, now)
-	l.policy = *req.Policy
-	s.storeCalls.Add(1)
-	r, err := s.reserver.Reserve(ctx, req, size)
-	if err != nil {
-		return sluice.Result{}, err
-	}
-	if r.Granted == 0 {
-		l.deny(r, req.Cost, max(size, l.size), now, ttl)
-		return l.denied(now), nil
-	}
-	l.install(r, size, now, ttl)
-	l.left -= req.Cost
-	return l.admitted(now), nil
 }
 
-// release gives back l's unused units, if any; l is locked. A failed release
-// leaves them consumed until the state expires: under-admission only.
-func (s *Store) release(ctx context.Context, l *lease, now int64) {
-	unused := l.left
-	l.left = 0
-	if unused <= 0 || l.policy.Algorithm == sluice.FixedWindow && now >= l.windowEnd {
-		return // nothing to give back, or its window is over
-	}
-	s.storeCalls.Add(1)
-	_ = s.reserver.Release(ctx, sluice.Request{Policy: &l.policy, Key: l.key, Cost: unused}, l.res, unused)
-}
-
-// lease returns the lease of req's (policy, key), creating it; false once
-// the store is closed.
-func (s *Store) lease(req sluice.Request) (*lease, bool) {
-	id := leaseID{policy: req.Policy.Name, alg: req.Policy.Algorithm, key: req.Key}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, false
-	}
-	l := s.leases[id]
-	if l == nil {
-		l = &lease{id: id, policy: *req.Policy, key: req.Key, size: 1}
-		s.leases[id] = l
-	}
-	return l, true
-}
-
-// sweepDue gives back the expired leases of idle keys, at most once per
-// sweepEvery, and forgets leases idle for longer than their TTL.
-func (s *Store) sweepDue(ctx context.Context, now int64) {
-	s.mu.Lock()
-	if now < s.nextSweep || s.closed {
-		s.mu.Unlock()
+// giveBack returns what a lease did not use to the store. A failed release
+// leaves the units consumed until the state expires: under-admission only.
+func (s *Store) giveBack(ctx context.Context, g giveBack) {
+	if g.unused <= 0 {
 		return
 	}
-	s.nextSweep = now + s.sweepEvery.Microseconds()
-	var idle []*lease
-	for id, l := range s.leases {
-		if !l.mu.TryLock() {
-			continue // in use: not idle
-		}
-		if now >= l.expires && now >= l.deniedUntil {
-			l.retired = true
-			delete(s.leases, id)
-			idle = append(idle, l)
-		} else {
-			l.mu.Unlock()
-		}
-	}
-	s.mu.Unlock()
-	for _, l := range idle {
-		s.release(ctx, l, now)
-		l.mu.Unlock()
-	}
+	s.storeCalls.Add(1)
+	_ = s.reserver.Release(ctx, sluice.Request{Policy: &g.policy, Key: g.key, Cost: g.unused}, g.res, g.unused)
 }
 
 // DecideAll implements sluice.Store. A single request is decided as Decide
@@ -209,26 +159,9 @@ func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []
 		results[0] = res
 		return err
 	}
-	s.decisions.Add(int64(len(reqs)))
+	s.remoteDecisions.Add(int64(len(reqs)))
 	s.storeCalls.Add(1)
 	return s.remote.DecideAll(ctx, reqs, results)
-}
-
-// Close gives back every lease's unused units; later requests go to the
-// remote store. It does not close the remote store.
-func (s *Store) Close(ctx context.Context) {
-	s.mu.Lock()
-	s.closed = true
-	leases := s.leases
-	s.leases = nil
-	s.mu.Unlock()
-	now := s.now()
-	for _, l := range leases {
-		l.mu.Lock()
-		l.retired = true
-		s.release(ctx, l, now)
-		l.mu.Unlock()
-	}
 }
 
 func (s *Store) now() int64 { return s.clock.Now().UnixMicro() }

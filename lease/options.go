@@ -29,7 +29,8 @@ func WithOff() Option { return func(s *Store) { s.off = true } }
 func WithClock(c sluice.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithSweepEvery sets how often (by the store's clock, checked on each
-// decision) expired leases of other keys are given back. Default 10ms.
+// decision) expired leases of other keys are given back. Default 10ms. Every
+// 100th sweep also forgets the leases of keys idle for longer than their TTL.
 func WithSweepEvery(d time.Duration) Option {
 	return func(s *Store) { s.sweepEvery = max(time.Microsecond, d) }
 }

@@ -99,18 +99,25 @@ func testStoreDown(t *testing.T, srv *redistest.Server) {
 			t.Fatalf("before the failure: %+v %v", res, err)
 		}
 	}
-	held := s.Held(&p, "k")
+	srv.Kill()
+	defer srv.Restart()
+	spendLease(t, s, req)
+	if _, err := s.Decide(ctx, req); err == nil {
+		t.Fatal("the lease is spent and Redis is down, yet no error")
+	}
+}
+
+// spendLease decides req until the units its key's lease holds are spent,
+// each from the lease: admitted, and not by a fail policy.
+func spendLease(t *testing.T, s *lease.Store, req sluice.Request) {
+	t.Helper()
+	held := s.Held(req.Policy, req.Key)
 	if held == 0 {
 		t.Fatal("no lease held")
 	}
-	srv.Kill()
-	defer srv.Restart()
 	for i := range held {
-		if res, err := s.Decide(ctx, req); err != nil || !res.Allowed {
+		if res, err := s.Decide(context.Background(), req); err != nil || !res.Allowed || res.Degraded {
 			t.Fatalf("request %d of the %d leased: %+v %v", i, held, res, err)
 		}
-	}
-	if _, err := s.Decide(ctx, req); err == nil {
-		t.Fatal("the lease is spent and Redis is down, yet no error")
 	}
 }

@@ -8,13 +8,15 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// lease is one (policy, key)'s quota on this node. Its fields are guarded by mu.
+// lease is one (policy, key)'s quota on this node. Its fields are guarded by
+// its shard's mu; its own mu is held by the one caller reserving for the key
+// (and by a sweep or Close giving the lease back), across the store calls.
 type lease struct {
 	mu      sync.Mutex
 	id      leaseID
+	sh      *shard
 	policy  sluice.Policy
-	key     string
-	retired bool // removed from the store's map: callers take a new one
+	retired bool // removed from the shard's map: callers take a new one
 
 	res       sluice.Reservation // the current reservation
 	left      int64              // its unspent units
@@ -33,6 +35,62 @@ type lease struct {
 	deniedUntil int64
 	short       int // bucket reservations in a row that came back short
 	deniedCost  int64
+}
+
+// local decides req from the lease alone when it can: an admission from its
+// units, or the denial it remembers. false: a store call is needed (or the
+// policy changed, and the lease must be given back first).
+func (l *lease) local(req sluice.Request, now int64) (sluice.Result, bool) {
+	if *req.Policy != l.policy {
+		return sluice.Result{}, false
+	}
+	if l.left >= req.Cost && now < l.expires {
+		l.left -= req.Cost
+		return l.admitted(now), true
+	}
+	if now < l.deniedUntil && req.Cost >= l.deniedCost {
+		return l.denied(now), true
+	}
+	return sluice.Result{}, false
+}
+
+// giveBack is what a lease hands back to the store: unused units of res.
+type giveBack struct {
+	policy sluice.Policy
+	key    string
+	res    sluice.Reservation
+	unused int64
+}
+
+// takeBack empties the lease and returns what to give back: nothing when its
+// fixed window is over (the units expire with it).
+func (l *lease) takeBack(now int64) giveBack {
+	unused := l.left
+	l.left = 0
+	if unused <= 0 || l.policy.Algorithm == sluice.FixedWindow && now >= l.windowEnd {
+		return giveBack{}
+	}
+	return giveBack{policy: l.policy, key: l.id.key, res: l.res, unused: unused}
+}
+
+// settle decides a request of cost with the store's answer to a reservation
+// of size units made at now: the store's error; a fail policy's degraded
+// result, which installs no lease and no denial; a denial to remember; or a
+// new lease, which pays the cost.
+func (l *lease) settle(r sluice.Reservation, err error, cost, size, now int64, ttl time.Duration) (sluice.Result, error) {
+	switch {
+	case err != nil:
+		return sluice.Result{}, err
+	case r.Result.Degraded:
+		return r.Result, nil
+	case r.Granted == 0:
+		l.deny(r, cost, max(size, l.size), now, ttl)
+		return l.denied(now), nil
+	}
+	l.install(r, size, now, ttl)
+	l.left -= cost
+	l.watch()
+	return l.admitted(now), nil
 }
 
 // nextSize is the size of the reservation to make now for a request of cost:

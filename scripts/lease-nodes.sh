@@ -15,6 +15,11 @@
 #	sluice bench --target http://NODE --policy bench --concurrency 64 \
 #	             --keys 10000 [--hot 1] --duration 10s --json
 #
+# after, with WARMUP set, the same load for that long, not measured: a lease
+# node's first reservations of a key follow no rate yet (one unit, then one
+# TTL of the measured rate), and at 10,000 keys they are a fifth of a cold
+# 10-second run's decisions.
+#
 # The policy is gcra with a limit of 1e9/s, so every decision admits and
 # the cost of deciding is what is measured (TestLeaseNodesBound checks the
 # bound at a limit that denies). It prints each node's throughput, and the
@@ -24,9 +29,13 @@
 #
 # Usage: scripts/lease-nodes.sh              (from the repository root)
 # Env:  ROUNDS (3), DURATION (10s), CONCURRENCY (64 per node), KEYS (10000),
-#       LIMIT (1000000000), LOADS ("hot keys"), VARIANTS ("lease redis memory")
+#       LIMIT (1000000000), LOADS ("hot keys"), VARIANTS ("lease redis memory"),
+#       WARMUP (0s: none)
 # Output: one CSV line per run (round,load,variant,rps_node0,rps_node1,
-# decisions,errors,cpu_us_per_decision,calls_per_decision), then the medians.
+# decisions,errors,cpu_us_per_decision,calls_per_decision,
+# node0_cpu_us_per_request,node1_cpu_us_per_request: each serve process's
+# CPU over the run, from /proc, divided by the requests it served — steadier
+# than requests per second on a busy machine), then the medians.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -38,6 +47,7 @@ KEYS=${KEYS:-10000}
 LIMIT=${LIMIT:-1000000000}
 LOADS=${LOADS:-hot keys}
 VARIANTS=${VARIANTS:-lease redis memory}
+WARMUP=${WARMUP:-0s}
 
 require lease-nodes.sh redis-server redis-cli curl python3
 
@@ -90,8 +100,29 @@ start() {
 	done
 }
 
-echo "# redis-server $(redis_version), port $PORT; two nodes of $CONCURRENCY callers each, $DURATION per run, $ROUNDS rounds"
-echo "round,load,variant,rps_node0,rps_node1,decisions,errors,cpu_us_per_decision,calls_per_decision"
+# node_cpu: the CPU µs (user + system) each serve node has used so far.
+node_cpu() {
+	local tick p
+	tick=$(getconf CLK_TCK)
+	for p in "${pids[@]}"; do
+		awk -v t="$tick" '{ printf "%.0f ", ($14 + $15) * 1e6 / t }' "/proc/$p/stat"
+	done
+}
+
+# load DURATION NAME: sluice bench against both nodes at once, for DURATION,
+# into $work/NAME-0.json and NAME-1.json.
+load() {
+	local benches=()
+	for n in 0 1; do
+		timeout 600 "$work/sluice" bench --target "http://127.0.0.1:${nodes[$n]}" --policy bench \
+			--concurrency "$CONCURRENCY" --duration "$1" "${args[@]}" --json >"$work/$2-$n.json" &
+		benches+=($!)
+	done
+	wait "${benches[@]}"
+}
+
+echo "# redis-server $(redis_version), port $PORT; two nodes of $CONCURRENCY callers each, $DURATION per run after a warm-up of $WARMUP, $ROUNDS rounds"
+echo "round,load,variant,rps_node0,rps_node1,decisions,errors,cpu_us_per_decision,calls_per_decision,node0_cpu_us_per_request,node1_cpu_us_per_request"
 results="$work/results.csv"
 for round in $(seq "$ROUNDS"); do
 	for load in $LOADS; do
@@ -100,15 +131,14 @@ for round in $(seq "$ROUNDS"); do
 		for variant in $VARIANTS; do
 			cli FLUSHALL >/dev/null
 			start "$variant"
+			if [[ $WARMUP != 0s && $WARMUP != 0 ]]; then
+				load "$WARMUP" warmup
+			fi
 			cli CONFIG RESETSTAT >/dev/null
 			c0=$(redis_cpu)
-			benches=()
-			for n in 0 1; do
-				timeout 600 "$work/sluice" bench --target "http://127.0.0.1:${nodes[$n]}" --policy bench \
-					--concurrency "$CONCURRENCY" --duration "$DURATION" "${args[@]}" --json >"$work/bench-$n.json" &
-				benches+=($!)
-			done
-			wait "${benches[@]}"
+			n0=$(node_cpu)
+			load "$DURATION" bench
+			n1=$(node_cpu)
 			c1=$(redis_cpu)
 			read -r k _ _ < <(script_stats)
 			stop
@@ -117,19 +147,21 @@ import json, sys
 w = sys.argv[1]
 j = [json.load(open("%s/bench-%d.json" % (w, n))) for n in (0, 1)]
 c0, c1, calls = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+n0, n1 = [float(v) for v in sys.argv[5].split()], [float(v) for v in sys.argv[6].split()]
+node_us = [(n1[i] - n0[i]) / max(1, j[i]["allowed"] + j[i]["denied"]) for i in (0, 1)]
 d = sum(x["allowed"] + x["denied"] for x in j)
 e = sum(x["errors"] for x in j)
 for x in j:
     if x["errors"]:
         print("lease-nodes.sh: %d errors, first: %s" % (x["errors"], x.get("first_error", "")), file=sys.stderr)
-print("%.0f,%.0f,%d,%d,%.3f,%.4f" % (j[0]["throughput_rps"], j[1]["throughput_rps"], d, e, (c1 - c0) * 1e6 / max(d, 1), calls / max(d, 1)))
-' "$work" "$c0" "$c1" "$k")
+print("%.0f,%.0f,%d,%d,%.3f,%.4f,%.1f,%.1f" % (j[0]["throughput_rps"], j[1]["throughput_rps"], d, e, (c1 - c0) * 1e6 / max(d, 1), calls / max(d, 1), node_us[0], node_us[1]))
+' "$work" "$c0" "$c1" "$k" "$n0" "$n1")
 			echo "$round,$load,$variant,$line" | tee -a "$results"
 		done
 	done
 done
 
-echo "# medians over $ROUNDS rounds: load,variant,rps_node0,rps_node1,cpu_us_per_decision,calls_per_decision; then each node's throughput as a share of memory's, and Redis CPU per decision without leases over with"
+echo "# medians over $ROUNDS rounds: load,variant,rps_node0,rps_node1,cpu_us_per_decision,calls_per_decision,node0_cpu_us_per_request,node1_cpu_us_per_request; then each node's throughput and CPU per request against memory's, and Redis CPU per decision without leases over with"
 python3 - "$results" <<'EOF'
 import csv, statistics, sys
 rows = {}
@@ -137,14 +169,16 @@ for r in csv.reader(open(sys.argv[1])):
     rows.setdefault((r[1], r[2]), []).append(r)
 med = {}
 for (load, variant), rs in rows.items():
-    m = [statistics.median(float(r[i]) for r in rs) for i in (3, 4, 7, 8)]
+    m = [statistics.median(float(r[i]) for r in rs) for i in (3, 4, 7, 8, 9, 10)]
     med[(load, variant)] = m
-    print("%s,%s,%.0f,%.0f,%.3f,%.4f" % (load, variant, *m))
+    print("%s,%s,%.0f,%.0f,%.3f,%.4f,%.1f,%.1f" % (load, variant, *m))
 for load in sorted({l for l, _ in med}):
     lease, redis, memory = med.get((load, "lease")), med.get((load, "redis")), med.get((load, "memory"))
     if lease and memory:
         mem = (memory[0] + memory[1]) / 2
         print("%s: lease nodes at %.0f%% and %.0f%% of a memory node's throughput" % (load, 100 * lease[0] / mem, 100 * lease[1] / mem))
+        memcpu = (memory[4] + memory[5]) / 2
+        print("%s: lease nodes use %.2f× and %.2f× a memory node's CPU per request" % (load, lease[4] / memcpu, lease[5] / memcpu))
     if lease and redis and lease[2] > 0:
         print("%s: Redis CPU per decision %.1f× lower with leases (%.3f vs %.3f µs)" % (load, redis[2] / lease[2], lease[2], redis[2]))
 EOF

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/failover"
 )
 
 // ErrResetUnsupported: the store cannot forget a key.
@@ -62,7 +61,7 @@ type StoreStatus struct {
 func (s *Service) Ready(ctx context.Context) StoreStatus {
 	var st StoreStatus
 	var err error
-	if fs, ok := s.store.(*failover.Store); ok {
+	if fs := failoverStore(s.store); fs != nil {
 		err = fs.Ready(ctx, &probePolicy, "probe")
 		st.Breaker, st.OnError = fs.State().String(), fs.Mode().String()
 	} else {

@@ -13,11 +13,18 @@ import (
 // leaseStore returns the lease.Store the service decides through, or nil
 // when the store section has no lease.
 func leaseStore(store sluice.Store) *lease.Store {
-	if fs, ok := store.(*failover.Store); ok {
-		store = fs.Primary()
-	}
 	ls, _ := store.(*lease.Store)
 	return ls
+}
+
+// failoverStore returns the fail-over Store behind store (inside its leases,
+// if any), or nil when the store has no fail policy.
+func failoverStore(store sluice.Store) *failover.Store {
+	if ls := leaseStore(store); ls != nil {
+		store = ls.Remote()
+	}
+	fs, _ := store.(*failover.Store)
+	return fs
 }
 
 // memoryStores returns the memory stores behind store, by role: "memory"
@@ -27,7 +34,7 @@ func memoryStores(store sluice.Store) map[string]*memory.Store {
 	if ms, ok := store.(*memory.Store); ok {
 		out["memory"] = ms
 	}
-	if fs, ok := store.(*failover.Store); ok && fs.Mode() == failover.FailLocal {
+	if fs := failoverStore(store); fs != nil && fs.Mode() == failover.FailLocal {
 		if ms, ok := fs.Local().(*memory.Store); ok {
 			out["local"] = ms
 		}

@@ -76,7 +76,7 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	if o.overrides != nil {
 		s.metrics.registry.MustRegister(o.overrides.Collectors()...)
 	}
-	if fs, ok := store.(*failover.Store); ok {
+	if fs := failoverStore(store); fs != nil {
 		s.watchFailover(fs)
 	}
 	s.files = cfg
@@ -194,7 +194,7 @@ func (s *Service) decideCounted(ctx context.Context, checks []Check, results []s
 		}
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	case err != nil:
-		if _, ok := s.store.(*failover.Store); !ok && ctx.Err() == nil {
+		if failoverStore(s.store) == nil && ctx.Err() == nil {
 			s.storeFailed(err, "none") // a fail-over Store counts its own
 		}
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
@@ -212,7 +212,7 @@ func (s *Service) decideCounted(ctx context.Context, checks []Check, results []s
 
 // failMode names the fail policy in force, for metrics.
 func (s *Service) failMode() string {
-	if fs, ok := s.store.(*failover.Store); ok {
+	if fs := failoverStore(s.store); fs != nil {
 		return fs.Mode().String()
 	}
 	return "none"

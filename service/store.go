@@ -31,9 +31,9 @@ import (
 // A Redis store is opened lazily — the service starts while Redis is down and
 // connects when it can — and wrapped in a failover.Store applying cfg's fail
 // policy (local unless set), timeout (adaptive unless set) and circuit
-// breaker; with cfg.Lease, in a lease.Store inside that (close gives the
-// unused quota back). Breaker transitions, and once how the store runs its
-// Lua (functions or scripts, and why), are logged on log (nil:
+// breaker; with cfg.Lease, that in a lease.Store (close gives the unused
+// quota back). Breaker transitions, and once how the store runs its Lua
+// (functions or scripts, and why), are logged on log (nil:
 // slog.Default()). close releases the store's connections.
 func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close func(), err error) {
 	if log == nil {
@@ -51,19 +51,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		return nil, nil, fmt.Errorf("store %s: %w", RedactURL(cfg.URL), redact(err, cfg.URL))
 	}
 	mode := rc.mode
-	var shared sluice.Store = rs
-	release := func() {}
-	if cfg.Lease != nil {
-		// Leases sit inside the fail policy: a node spends its lease while
-		// Redis is down, and failover takes over once it needs a new one.
-		opts := []lease.Option{lease.WithTTL(cfg.Lease.TTL), lease.WithMaxLease(cfg.Lease.MaxLease)}
-		if cfg.Lease.Off {
-			opts = append(opts, lease.WithOff())
-		}
-		ls := lease.New(rs, opts...)
-		shared, release = ls, func() { ls.Close(context.Background()) }
-	}
-	fs := failover.New(shared,
+	fs := failover.New(rs,
 		failover.WithMode(mode),
 		failover.WithTimeout(cfg.Timeout),
 		failover.WithAdaptiveTimeout(cfg.TimeoutMin, cfg.TimeoutMax),
@@ -91,7 +79,18 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 			log.Log(context.Background(), level, "store circuit breaker", attrs...)
 		}))
 	stopModeLog := startModeLog(rs, log)
-	return fs, func() { stopModeLog(); release(); rs.Close() }, nil
+	if cfg.Lease == nil {
+		return fs, func() { stopModeLog(); rs.Close() }, nil
+	}
+	// Leases sit outside the fail policy, which then times and counts only
+	// the calls that reach Redis: a node spends its lease while Redis is
+	// down, and the fail policy decides once it needs a new one.
+	opts := []lease.Option{lease.WithTTL(cfg.Lease.TTL), lease.WithMaxLease(cfg.Lease.MaxLease)}
+	if cfg.Lease.Off {
+		opts = append(opts, lease.WithOff())
+	}
+	ls := lease.New(fs, opts...)
+	return ls, func() { stopModeLog(); ls.Close(context.Background()); rs.Close() }, nil
 }
 
 // CheckStore reports, without connecting, everything OpenStore would refuse

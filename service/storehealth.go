@@ -68,6 +68,7 @@ func (s *Service) watchFailover(fs *failover.Store) {
 		Name: "sluice_store_timeout_seconds",
 		Help: "The timeout the next call to Redis gets: store.timeout when set, else the adaptive timeout following Redis' latency.",
 	}, func() float64 { return fs.Timeout().Seconds() }))
+	m.registry.MustRegister(m.storeCalls)
 	mode := fs.Mode().String()
 	fs.Observe(func(c failover.Call) {
 		m.storeCalls.Observe(c.Latency.Seconds())

@@ -101,6 +101,11 @@ policies:
 	if m["sluice_lease_decisions_total"] != n || calls < n/20 || calls >= n/2 { // leases of at most 20 units
 		t.Errorf("%v decisions and %v store calls, want %d decisions and %d to %d calls", m["sluice_lease_decisions_total"], calls, n, n/20, n/2)
 	}
+	// Decisions from a lease never reach the fail-over layer: it times
+	// exactly the lease layer's calls to Redis, not the decisions.
+	if timed := m["sluice_store_call_duration_seconds_count"]; timed != calls {
+		t.Errorf("%v store calls timed for %v lease store calls (%d decisions)", timed, calls, n)
+	}
 	if held := m["sluice_lease_held_units"]; held < 0 || held > 20 || m["sluice_lease_leases"] != 1 {
 		t.Errorf("%v leases holding %v units, want 1 holding at most 20", m["sluice_lease_leases"], held)
 	}

@@ -1,6 +1,7 @@
 package tracing_test
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -117,15 +118,18 @@ func deadRedis(t *testing.T) string {
 }
 
 // TestDegradedSpans: with Redis down the fail policy decides, and both the
-// request's span and the store's say so, and which policy it was.
+// request's span and the store's say so, and which policy it was — also
+// with leases over the fail policy.
 func TestDegradedSpans(t *testing.T) {
 	for _, c := range []struct {
 		onError string
 		status  int
 		allowed bool
-	}{{"local", 200, true}, {"open", 200, true}, {"closed", 503, false}} {
-		t.Run(c.onError, func(t *testing.T) {
-			store, closeStore, err := service.OpenStore(config.Store{URL: deadRedis(t), OnError: c.onError}, quiet)
+		lease   *config.Lease
+	}{{"local", 200, true, nil}, {"open", 200, true, nil}, {"closed", 503, false, nil},
+		{"local", 200, true, &config.Lease{}}, {"closed", 503, false, &config.Lease{}}} {
+		t.Run(fmt.Sprintf("%s/lease=%v", c.onError, c.lease != nil), func(t *testing.T) {
+			store, closeStore, err := service.OpenStore(config.Store{URL: deadRedis(t), OnError: c.onError, Lease: c.lease}, quiet)
 			if err != nil {
 				t.Fatal(err)
 			}

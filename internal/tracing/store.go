@@ -19,8 +19,8 @@ const (
 )
 
 // Store traces every Decide and DecideAll of a store: a span each, with the
-// policies, the outcome, and, when the store is a failover.Store that had its
-// fail policy decide, that policy.
+// policies, the outcome, and, when the store is a failover.Store (or leases
+// over one) that had its fail policy decide, that policy.
 type Store struct {
 	inner sluice.Store
 	t     *Tracer
@@ -33,7 +33,11 @@ func (t *Tracer) WrapStore(inner sluice.Store) sluice.Store {
 		return inner
 	}
 	s := &Store{inner: inner, t: t}
-	if fs, ok := inner.(*failover.Store); ok {
+	fail := inner
+	if ls, ok := inner.(interface{ Remote() sluice.Store }); ok {
+		fail = ls.Remote() // leases (package lease) over the fail policy
+	}
+	if fs, ok := fail.(*failover.Store); ok {
 		s.mode = fs.Mode().String()
 	}
 	return s
