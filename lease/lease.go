@@ -172,15 +172,12 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 		r, err := s.timedReserve(ctx, req, size, now)
 
 		sh.mu.Lock()
+		// A lease installed here is not renewed at once even when the request
+		// spent it whole (a key's first, of one unit): a key seen once would
+		// cost a renewal and its release. Its next decisions renew it.
 		res, err := l.settle(r, err, req.Cost, size, now, ttl)
-		// A lease the request spent whole (a key's first, of one unit) is
-		// renewed at once, so the key's next request need not wait.
-		renew := err == nil && res.Allowed && !res.Degraded && l.wantsRenewal(s.now(), s.renewLead())
 		sh.mu.Unlock()
 		l.mu.Unlock()
-		if renew {
-			s.startRenewal(ctx, l)
-		}
 		return res, err
 	}
 }
