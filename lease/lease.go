@@ -167,8 +167,8 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 		l.policy = *req.Policy
 		sh.mu.Unlock()
 
+		s.giveBack(ctx, dropped) // the newer reservation first
 		s.giveBack(ctx, back)
-		s.giveBack(ctx, dropped)
 		r, err := s.timedReserve(ctx, req, size, now)
 
 		sh.mu.Lock()

@@ -146,7 +146,7 @@ func (sh *shard) retireIdle(l *lease, now int64, back []giveBack) []giveBack {
 	defer l.mu.Unlock()
 	l.retired = true
 	delete(sh.leases, l.id)
-	for _, g := range [2]giveBack{l.takeBack(now), l.dropNext(now)} {
+	for _, g := range [2]giveBack{l.dropNext(now), l.takeBack(now)} { // newest first
 		if g.unused > 0 {
 			back = append(back, g)
 		}
@@ -229,8 +229,10 @@ func (s *Store) Close(ctx context.Context) {
 		l.retired = true
 		g, next := l.takeBack(now), l.dropNext(now)
 		l.sh.mu.Unlock()
-		s.giveBack(ctx, g)
+		// The newest reservation first: a refund restores a bucket fully
+		// only in the reverse order of the reservations.
 		s.giveBack(ctx, next)
+		s.giveBack(ctx, g)
 		l.mu.Unlock()
 	}
 }
