@@ -56,6 +56,7 @@ func overshoot(t *testing.T, p sluice.Policy, d time.Duration, adm []admission) 
 type cluster struct {
 	clock *storetest.Clock
 	nodes []*lease.Store
+	quiet func() // when set, called after each decision of a trace
 }
 
 func newCluster(remote sluice.Store, clock *storetest.Clock, n int, opts ...lease.Option) *cluster {
@@ -86,12 +87,16 @@ func (c *cluster) trace(t *testing.T, p sluice.Policy, seed uint64, steps int, m
 		if rng.IntN(8) == 0 {
 			n = rng.Int64N(p.Capacity()) + 1
 		}
+		at := c.clock.Now().UnixMicro() // the instant the node decides at
 		res, err := node.Decide(ctx, sluice.Request{Policy: &p, Key: "hot", Cost: n})
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
+		if c.quiet != nil {
+			c.quiet()
+		}
 		if res.Allowed {
-			adm = append(adm, admission{c.clock.Now().UnixMicro(), n})
+			adm = append(adm, admission{at, n})
 		}
 	}
 	return adm
@@ -111,6 +116,7 @@ func (c *cluster) stats() lease.Stats {
 		st := n.Stats()
 		s.Decisions += st.Decisions
 		s.StoreCalls += st.StoreCalls
+		s.Renewals += st.Renewals
 	}
 	return s
 }

@@ -12,7 +12,10 @@
 // the last reservation left), so near the limit leases shrink to single
 // units. A bucket node whose reservation comes back short waits locally for
 // the rest to refill (backing off while others take it first), so a
-// saturated node makes one store call per lease, not one per unit.
+// saturated node makes one store call per lease, not one per unit. A lease
+// about to run out (within twice a reservation's latency, at the node's rate)
+// is renewed in the background, so steady decisions never wait for the store;
+// the renewal is a reservation like any other and the bound covers it.
 //
 // The bound (docs/algorithms.md, "Leases: local decisions with a bound"): a
 // fixed_window lease never outlives its window, so it adds no overshoot; a

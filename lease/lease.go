@@ -28,6 +28,10 @@ type Store struct {
 
 	remoteDecisions atomic.Int64 // decided on the remote store; the shards count the rest
 	storeCalls      atomic.Int64
+	renewals        atomic.Int64 // reservations made ahead, in the background
+	background      atomic.Int64 // store calls in flight in the background
+	waited          atomic.Int64 // decisions that waited for the store
+	reserveMicros   atomic.Int64 // a moving average of a reservation's latency
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -64,6 +68,7 @@ func (s *Store) Remote() sluice.Store { return s.remote }
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	if req.Cost == 0 || s.ttlOf(req.Policy) == 0 {
 		s.remoteDecisions.Add(1)
+		s.waited.Add(1)
 		return s.remoteDecide(ctx, req)
 	}
 	now := s.now()
@@ -78,12 +83,26 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 	}
 	sh.decisions++
 	l := sh.get(id, req.Policy)
-	if res, ok := l.local(req, now); ok {
+	res, ok := l.local(req, now)
+	var back giveBack
+	if !ok {
+		if back, ok = l.takeOver(req.Policy, now); ok {
+			res, ok = l.local(req, now)
+		}
+	}
+	if ok {
+		renew := res.Allowed && l.wantsRenewal(now, s.renewLead())
 		sh.mu.Unlock()
+		s.giveBackLater(ctx, back)
+		if renew {
+			s.startRenewal(ctx, l)
+		}
 		return res, nil
 	}
 	sh.mu.Unlock()
-	return s.reserve(ctx, sh, id, req, now)
+	s.giveBack(ctx, back)
+	s.waited.Add(1)
+	return s.reserve(ctx, sh, id, req)
 }
 
 func (s *Store) remoteDecide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
@@ -94,7 +113,7 @@ func (s *Store) remoteDecide(ctx context.Context, req sluice.Request) (sluice.Re
 // reserve decides req, which its key's lease could not, with a new
 // reservation. One caller per key reserves at a time (the lease's mu); the
 // others wait for it and then decide from what it got.
-func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.Request, now int64) (sluice.Result, error) {
+func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.Request) (sluice.Result, error) {
 	for {
 		sh.mu.Lock()
 		if sh.leases == nil { // closed
@@ -104,6 +123,7 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 		l := sh.get(id, req.Policy)
 		sh.mu.Unlock()
 		l.mu.Lock()
+		now := s.now() // after waiting for another caller's reservation
 		sh.mu.Lock()
 		if l.retired { // swept away or closed while we waited: take the new one
 			sh.mu.Unlock()
@@ -125,14 +145,36 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 		ttl := s.ttlOf(req.Policy)
 		size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy), ttl)
 		back := l.takeBack(now)
+		var dropped giveBack
+		if *req.Policy == l.policy {
+			// A renewal waiting behind a lease that still had units (or
+			// that expired unused) takes over, or is given back.
+			var promoted bool
+			promoted, dropped = l.promote(now)
+			if promoted {
+				if res, ok := l.local(req, now); ok {
+					sh.mu.Unlock()
+					l.mu.Unlock()
+					s.giveBack(ctx, back)
+					return res, nil
+				}
+				dropped = l.takeBack(now) // it cannot pay the cost
+			}
+		}
+		if g := l.dropNext(now); g.unused > 0 { // reserved under an older policy
+			dropped = g
+		}
 		l.policy = *req.Policy
 		sh.mu.Unlock()
 
+		s.giveBack(ctx, dropped) // the newer reservation first
 		s.giveBack(ctx, back)
-		s.storeCalls.Add(1)
-		r, err := s.reserver.Reserve(ctx, req, size)
+		r, err := s.timedReserve(ctx, req, size, now)
 
 		sh.mu.Lock()
+		// A lease installed here is not renewed at once even when the request
+		// spent it whole (a key's first, of one unit): a key seen once would
+		// cost a renewal and its release. Its next decisions renew it.
 		res, err := l.settle(r, err, req.Cost, size, now, ttl)
 		sh.mu.Unlock()
 		l.mu.Unlock()

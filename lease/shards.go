@@ -40,13 +40,16 @@ func (sh *shard) get(id leaseID, p *sluice.Policy) *lease {
 type Stats struct {
 	Decisions  int64 // requests decided (Decide and DecideAll)
 	StoreCalls int64 // calls to the remote store (reservations, releases, decisions)
+	Renewals   int64 // reservations made ahead, before a lease ran out, that came back with units
+	Background int64 // store calls in flight in the background now (renewals, releases)
+	Waited     int64 // decisions that waited for a store call
 	Leases     int   // leases held, live or expired but not yet given back
 	Held       int64 // units held unused in live leases: what this node can admit without the store
 }
 
 // Stats returns the counters, and counts what the leases hold.
 func (s *Store) Stats() Stats {
-	st := Stats{Decisions: s.remoteDecisions.Load(), StoreCalls: s.storeCalls.Load()}
+	st := Stats{Decisions: s.remoteDecisions.Load(), StoreCalls: s.storeCalls.Load(), Renewals: s.renewals.Load(), Background: s.background.Load(), Waited: s.waited.Load()}
 	now := s.now()
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -56,6 +59,9 @@ func (s *Store) Stats() Stats {
 		for _, l := range sh.leases {
 			if now < l.expires && !l.retired {
 				st.Held += l.left
+			}
+			if l.next != nil && now < l.next.expires() && !l.retired {
+				st.Held += l.next.res.Granted
 			}
 		}
 		sh.mu.Unlock()
@@ -70,10 +76,18 @@ func (s *Store) Held(p *sluice.Policy, key string) int64 {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	l := sh.leases[leaseID{policy: p.Name, alg: p.Algorithm, key: key}]
-	if l == nil || s.now() >= l.expires {
+	if l == nil {
 		return 0
 	}
-	return l.left
+	var held int64
+	now := s.now()
+	if now < l.expires {
+		held = l.left
+	}
+	if l.next != nil && now < l.next.expires() {
+		held += l.next.res.Granted
+	}
+	return held
 }
 
 // forgetRounds: every forgetRounds-th sweep walks all leases, to forget the
@@ -126,14 +140,16 @@ func (sh *shard) sweep(now int64, all bool, back []giveBack) []giveBack {
 // remembering a denial and is not being reserved for; what it held is
 // appended to back.
 func (sh *shard) retireIdle(l *lease, now int64, back []giveBack) []giveBack {
-	if now < l.expires || now < l.deniedUntil || !l.mu.TryLock() {
+	if now < l.expires || now < l.deniedUntil || l.next != nil && now < l.next.expires() || !l.mu.TryLock() {
 		return back
 	}
 	defer l.mu.Unlock()
 	l.retired = true
 	delete(sh.leases, l.id)
-	if g := l.takeBack(now); g.unused > 0 {
-		back = append(back, g)
+	for _, g := range [2]giveBack{l.dropNext(now), l.takeBack(now)} { // newest first
+		if g.unused > 0 {
+			back = append(back, g)
+		}
 	}
 	return back
 }
@@ -211,8 +227,11 @@ func (s *Store) Close(ctx context.Context) {
 		l.mu.Lock() // after a reservation in flight
 		l.sh.mu.Lock()
 		l.retired = true
-		g := l.takeBack(now)
+		g, next := l.takeBack(now), l.dropNext(now)
 		l.sh.mu.Unlock()
+		// The newest reservation first: a refund restores a bucket fully
+		// only in the reverse order of the reservations.
+		s.giveBack(ctx, next)
 		s.giveBack(ctx, g)
 		l.mu.Unlock()
 	}

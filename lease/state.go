@@ -35,6 +35,9 @@ type lease struct {
 	deniedUntil int64
 	short       int // bucket reservations in a row that came back short
 	deniedCost  int64
+
+	next       *pending // reserved ahead by a renewal; nil: none
+	renewTried bool     // a renewal was started for the current lease
 }
 
 // local decides req from the lease alone when it can: an admission from its
@@ -137,7 +140,7 @@ func (l *lease) install(r sluice.Reservation, asked, now int64, ttl time.Duratio
 	if r.Granted >= asked {
 		l.short = 0
 	}
-	l.res, l.left, l.start, l.sized = r, r.Granted, now, false
+	l.res, l.left, l.start, l.sized, l.renewTried = r, r.Granted, now, false, false
 	l.expires = now + ttl.Microseconds()
 	l.resetAt = now + r.Result.ResetAfter.Microseconds()
 	if l.policy.Algorithm == sluice.FixedWindow {

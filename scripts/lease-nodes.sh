@@ -8,6 +8,8 @@
 #	lease    two serve nodes on Redis with store.lease: {} (the defaults)
 #	redis    two serve nodes on Redis, every decision a Redis call
 #	memory   two serve nodes, each on its own memory store (no sharing)
+#	base     as lease, built from the git revision BASE (before and after in
+#	         one run: VARIANTS="base lease redis memory" BASE=main)
 #
 # (interleaved, so a busy machine weighs on all alike) starts the two nodes and
 # runs, against both at once,
@@ -30,7 +32,7 @@
 # Usage: scripts/lease-nodes.sh              (from the repository root)
 # Env:  ROUNDS (3), DURATION (10s), CONCURRENCY (64 per node), KEYS (10000),
 #       LIMIT (1000000000), LOADS ("hot keys"), VARIANTS ("lease redis memory"),
-#       WARMUP (0s: none)
+#       WARMUP (0s: none), BASE (the revision the base variant is built from)
 # Output: one CSV line per run (round,load,variant,rps_node0,rps_node1,
 # decisions,errors,cpu_us_per_decision,calls_per_decision,
 # node0_cpu_us_per_request,node1_cpu_us_per_request: each serve process's
@@ -48,6 +50,7 @@ LIMIT=${LIMIT:-1000000000}
 LOADS=${LOADS:-hot keys}
 VARIANTS=${VARIANTS:-lease redis memory}
 WARMUP=${WARMUP:-0s}
+BASE=${BASE:-}
 
 require lease-nodes.sh redis-server redis-cli curl python3
 
@@ -70,6 +73,15 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$work/sluice" ./cmd/sluice
+if [[ " $VARIANTS " == *" base "* ]]; then
+	if [[ -z $BASE ]]; then
+		echo "lease-nodes.sh: the base variant needs BASE (a git revision)" >&2
+		exit 1
+	fi
+	mkdir "$work/base"
+	git archive "$BASE" | tar -x -C "$work/base"
+	(cd "$work/base" && go build -o "$work/sluice-base" ./cmd/sluice)
+fi
 
 # Always a free port: PORT is not one of this script's settings.
 PORT=
@@ -84,10 +96,14 @@ printf 'store:\n  url: memory://\n%s\n' "$policy" >"$work/memory.yaml"
 # start VARIANT: two serve nodes; their HTTP ports in $nodes.
 start() {
 	nodes=()
+	local bin=$work/sluice config=$1
+	if [[ $1 == base ]]; then
+		bin=$work/sluice-base config=lease
+	fi
 	for n in 0 1; do
 		local http
 		http=$(freeport)
-		"$work/sluice" serve --config "$work/$1.yaml" --http-addr "127.0.0.1:$http" --grpc-addr "" \
+		"$bin" serve --config "$work/$config.yaml" --http-addr "127.0.0.1:$http" --grpc-addr "" \
 			--drain 0s --log-level warn 2>>"$work/serve.log" &
 		pids+=($!)
 		nodes+=("$http")
@@ -173,12 +189,14 @@ for (load, variant), rs in rows.items():
     med[(load, variant)] = m
     print("%s,%s,%.0f,%.0f,%.3f,%.4f,%.1f,%.1f" % (load, variant, *m))
 for load in sorted({l for l, _ in med}):
-    lease, redis, memory = med.get((load, "lease")), med.get((load, "redis")), med.get((load, "memory"))
-    if lease and memory:
-        mem = (memory[0] + memory[1]) / 2
-        print("%s: lease nodes at %.0f%% and %.0f%% of a memory node's throughput" % (load, 100 * lease[0] / mem, 100 * lease[1] / mem))
-        memcpu = (memory[4] + memory[5]) / 2
-        print("%s: lease nodes use %.2f× and %.2f× a memory node's CPU per request" % (load, lease[4] / memcpu, lease[5] / memcpu))
-    if lease and redis and lease[2] > 0:
-        print("%s: Redis CPU per decision %.1f× lower with leases (%.3f vs %.3f µs)" % (load, redis[2] / lease[2], lease[2], redis[2]))
+    redis, memory = med.get((load, "redis")), med.get((load, "memory"))
+    for name in ("base", "lease"):
+        lease = med.get((load, name))
+        if lease and memory:
+            mem = (memory[0] + memory[1]) / 2
+            print("%s: %s nodes at %.0f%% and %.0f%% of a memory node's throughput" % (load, name, 100 * lease[0] / mem, 100 * lease[1] / mem))
+            memcpu = (memory[4] + memory[5]) / 2
+            print("%s: %s nodes use %.2f× and %.2f× a memory node's CPU per request" % (load, name, lease[4] / memcpu, lease[5] / memcpu))
+        if lease and redis and lease[2] > 0:
+            print("%s: Redis CPU per decision %.1f× lower with %s (%.3f vs %.3f µs)" % (load, redis[2] / lease[2], name, lease[2], redis[2]))
 EOF
