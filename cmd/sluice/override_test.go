@@ -89,7 +89,10 @@ func (n *node) overrideCLI(t *testing.T, args ...string) (int, string, string) {
 // measured and logged), and survives a restart of every node.
 func TestOverridesSharedByEveryNode(t *testing.T) {
 	redis := redistest.Start(t)
-	native := storeConfig(redis.URL(), "local")
+	// A generous per-call timeout: on a loaded machine a slow Redis call
+	// must not be decided by the fail policy, whose local count adds to
+	// Redis's (failover is not what this test is about).
+	native := fmt.Sprintf("store:\n  url: %q\n  timeout: 30s\npolicies:\n  - name: api\n    algorithm: gcra\n    limit: 10\n    period: 1h\n", redis.URL())
 	nodes := []*node{startNode(t, native), startNode(t, native), startNode(t, native)}
 
 	if code, out, errOut := nodes[0].overrideCLI(t, "set", "api", "--prefix", "acme:", "--limit", "3", "--reason", "trial tenant"); code != 0 {
