@@ -140,7 +140,10 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 	switch {
 	case otherGap.n == 0:
 		t.Error("no decision on the healthy masters' keys between the kill and the promotion")
-	case share(otherGap) < share(baseOtherGap):
+	case !fullCoverage && share(otherGap) < share(baseOtherGap):
+		// Under full coverage the healthy masters answer CLUSTERDOWN until
+		// the promotion whatever the client does, so the two shares are
+		// Redis' alike (32.9% and 33.1% in one run): only logged there.
 		t.Errorf("a breaker per master made fewer of the healthy masters' decisions Redis' than one breaker")
 	case !fullCoverage && share(otherGap) < 90:
 		// 99.3-99.7% in four runs: the rest are healthy calls that missed

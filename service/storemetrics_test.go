@@ -90,7 +90,13 @@ policies:
 	s := New(st, cfg)
 	const n = 200
 	decideN(t, s, cfg.Policies["own"], 1, n)
-	m := scrape(t, s)
+	// A lease renewed in the background may still be on its way to Redis:
+	// wait until every store call the lease layer made has been timed.
+	var m map[string]float64
+	eventually(t, "every lease store call timed", func() bool {
+		m = scrape(t, s)
+		return m["sluice_store_call_duration_seconds_count"] == m["sluice_lease_store_calls_total"]
+	})
 	for policy, want := range map[string]float64{"own": 1.05, "default": 1.01, "exact": 1, "window": 1} {
 		if got := m[`sluice_lease_bound{policy="`+policy+`"}`]; got != want {
 			t.Errorf("sluice_lease_bound of %s = %v, want %v", policy, got, want)
