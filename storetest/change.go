@@ -272,13 +272,7 @@ func testChangeReference(t *testing.T, open Opener) {
 				e.clock.Advance(time.Duration(rng.Int64N(us(s)/4)+1) * time.Microsecond)
 			}
 			key := keys[rng.IntN(len(keys))]
-			cost := int64(1)
-			switch r := rng.IntN(10); {
-			case r < 2:
-				cost = 0
-			case r < 5:
-				cost = rng.Int64N(versions[v].Capacity()) + 1
-			}
+			cost := randomCost(rng, versions[v].Capacity())
 			res := check(i, v, key, cost)
 			if !res.Allowed && rng.IntN(3) == 0 {
 				start := e.clock.Now()

@@ -63,13 +63,7 @@ func testReference(t *testing.T, open Opener) {
 						e.clock.Advance(time.Duration(rng.Int64N(2*period)+1) * time.Microsecond)
 					}
 					key := keys[rng.IntN(len(keys))]
-					cost := int64(1)
-					switch r := rng.IntN(10); {
-					case r < 2:
-						cost = 0
-					case r < 5:
-						cost = rng.Int64N(capacity) + 1
-					}
+					cost := randomCost(rng, capacity)
 					res := check(i, key, cost)
 					if !res.Allowed && rng.IntN(3) == 0 {
 						start := e.clock.Now()
@@ -88,4 +82,16 @@ func testReference(t *testing.T, open Opener) {
 			})
 		}
 	})
+}
+
+// randomCost draws a request's cost for a random trace: a peek (0) one time
+// in five, up to the capacity three times in ten, else 1.
+func randomCost(rng *rand.Rand, capacity int64) int64 {
+	switch r := rng.IntN(10); {
+	case r < 2:
+		return 0
+	case r < 5:
+		return rng.Int64N(capacity) + 1
+	}
+	return 1
 }
