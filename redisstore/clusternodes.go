@@ -37,7 +37,7 @@ const (
 // for a Runner of another client library.
 func (s *Store) NodeOf(p *sluice.Policy, key string) string {
 	if loc, ok := s.run.(nodeLocator); ok && loc.manyNodes() {
-		return loc.nodeOf(redisKey(s.prefix, p, key))
+		return loc.nodeOf(keyRef{prefix: s.prefix, p: p, key: key})
 	}
 	return ""
 }
@@ -45,7 +45,7 @@ func (s *Store) NodeOf(p *sluice.Policy, key string) string {
 // nodeLocator is a Runner whose keys live on several nodes it can name.
 type nodeLocator interface {
 	manyNodes() bool
-	nodeOf(key string) string
+	nodeOf(k keyRef) string
 }
 
 // NodeError is a failed call on one node of a Cluster. It names the master
@@ -71,7 +71,7 @@ func (s *Store) blame(key string, err error) error {
 		return err
 	}
 	if loc, ok := s.run.(nodeLocator); ok && loc.manyNodes() {
-		if node := loc.nodeOf(key); node != "" {
+		if node := loc.nodeOf(builtKey(key)); node != "" {
 			return &NodeError{Node: node, Err: err}
 		}
 	}
@@ -80,16 +80,16 @@ func (s *Store) blame(key string, err error) error {
 
 func (r *rueidisRunner) manyNodes() bool { return r.nodes != nil }
 
-func (r *rueidisRunner) nodeOf(key string) string { return r.nodes.of(Slot(key)) }
+func (r *rueidisRunner) nodeOf(k keyRef) string { return r.nodes.of(k.slot()) }
 
 func (l *lazyRunner) manyNodes() bool {
 	r := l.runner.Load()
 	return r != nil && r.manyNodes()
 }
 
-func (l *lazyRunner) nodeOf(key string) string {
+func (l *lazyRunner) nodeOf(k keyRef) string {
 	if r := l.runner.Load(); r != nil && r.manyNodes() {
-		return r.nodeOf(key)
+		return r.nodeOf(k)
 	}
 	return ""
 }
@@ -97,7 +97,7 @@ func (l *lazyRunner) nodeOf(key string) string {
 // A shard that is itself a Cluster keeps one breaker: it is named as a whole.
 func (r *ShardedRunner) manyNodes() bool { return len(r.shards) > 1 }
 
-func (r *ShardedRunner) nodeOf(key string) string { return r.shards[r.ShardOf(key)].Name }
+func (r *ShardedRunner) nodeOf(k keyRef) string { return r.shards[r.shardFor(k)].Name }
 
 // clusterNodes is a Cluster's slot → master map. A lookup that finds the map
 // older than nodesRefresh starts a refresh in the background (one at a time)
