@@ -27,13 +27,18 @@ const (
 	nodesAskTimeout = 500 * time.Millisecond
 	// nodesRefreshTimeout bounds a whole refresh.
 	nodesRefreshTimeout = 2 * time.Second
+	// nodesRetrigger is how soon after a refresh began a failed call may
+	// start the next: calls failing by the thousand during a fail-over cost
+	// at most ten readings a second.
+	nodesRetrigger = 100 * time.Millisecond
 )
 
 // NodeOf names the Redis node that holds (p, key), for
 // failover.WithBreakerPerNode: on a sharded store the shard's Name; on a
 // Cluster the address ("host:port") of the master serving the key's slot,
 // as the store last read the slot map (it reads it again every second while
-// in use); "" for a single Redis, for a Cluster before the map is read, and
+// in use, and at once after a call fails with a redirect, CLUSTERDOWN,
+// TRYAGAIN or a connection error); "" for a single Redis, for a Cluster before the map is read, and
 // for a Runner of another client library.
 func (s *Store) NodeOf(p *sluice.Policy, key string) string {
 	if loc, ok := s.run.(nodeLocator); ok && loc.manyNodes() {
@@ -100,14 +105,17 @@ func (r *ShardedRunner) manyNodes() bool { return len(r.shards) > 1 }
 func (r *ShardedRunner) nodeOf(k keyRef) string { return r.shards[r.shardFor(k)].Name }
 
 // clusterNodes is a Cluster's slot → master map. A lookup that finds the map
-// older than nodesRefresh starts a refresh in the background (one at a time)
-// and answers from the map it has, so no decision waits for it; with no
+// older than every, or a call that failed in a way that says the map may be
+// wrong (stale), starts a refresh in the background (one at a time) and
+// answers from the map it has, so no decision waits for it; with no
 // decisions there is no refresh either, and nothing to stop at Close.
 type clusterNodes struct {
 	client rueidis.Client
+	every  time.Duration // nodesRefresh; longer in tests of stale
 	table  atomic.Pointer[slotTable]
 	due    atomic.Int64 // unix ns from which a lookup starts a refresh
 	busy   atomic.Bool  // a refresh is in flight
+	again  atomic.Bool  // a call failed since the last refresh began
 }
 
 // slotTable is one reading of the slot map.
@@ -123,8 +131,8 @@ type slotRange struct {
 	master   string
 }
 
-func newClusterNodes(c rueidis.Client) *clusterNodes {
-	n := &clusterNodes{client: c}
+func newClusterNodes(c rueidis.Client, every time.Duration) *clusterNodes {
+	n := &clusterNodes{client: c, every: every}
 	n.refreshAsync() // read the map before the first decision needs it
 	return n
 }
@@ -141,20 +149,58 @@ func (n *clusterNodes) of(slot int) string {
 	return t.masters[t.owner[slot]]
 }
 
-// refreshAsync starts a refresh unless one is in flight.
+// stale notes a call that failed in a way that may mean the map is wrong: a
+// refresh starts at once, or after the one in flight, but no sooner than
+// nodesRetrigger after that one began. A fail-over thus shows in the map one
+// reading after the last call it made fail, not up to every later.
+func (n *clusterNodes) stale() {
+	n.again.Store(true)
+	n.refreshAsync()
+}
+
+// refreshAsync starts a refresh unless one is in flight; the refresh goes on
+// reading while calls fail meanwhile (stale).
 func (n *clusterNodes) refreshAsync() {
 	if !n.busy.CompareAndSwap(false, true) {
 		return
 	}
-	// Due again in nodesRefresh whether or not this one succeeds, so a
-	// Cluster that cannot answer is asked once a second, not per decision.
-	n.due.Store(time.Now().Add(nodesRefresh).UnixNano())
 	go func() {
-		defer n.busy.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), nodesRefreshTimeout)
-		defer cancel()
-		_ = n.refresh(ctx) // a failed refresh keeps the map it had
+		for {
+			n.again.Store(false)
+			began := time.Now()
+			// Due again in every whether or not this one succeeds, so a
+			// Cluster that cannot answer is asked once in every, not per
+			// decision.
+			n.due.Store(began.Add(n.every).UnixNano())
+			ctx, cancel := context.WithTimeout(context.Background(), nodesRefreshTimeout)
+			_ = n.refresh(ctx) // a failed refresh keeps the map it had
+			cancel()
+			if !n.again.Load() {
+				break
+			}
+			time.Sleep(time.Until(began.Add(nodesRetrigger)))
+		}
+		n.busy.Store(false)
+		// A call that failed after the last check found the refresh busy.
+		if n.again.Load() {
+			n.refreshAsync()
+		}
 	}()
+}
+
+// mapMayBeStale reports whether err, a call's failure on a Cluster, may mean
+// the slot map changed: a redirect rueidis did not follow, CLUSTERDOWN,
+// TRYAGAIN, or no reply at all (a refused or lost connection, a timeout) —
+// not an error a script returned, nor a caller that gave up.
+func mapMayBeStale(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if e, ok := rueidis.IsRedisErr(err); ok {
+		_, redirect := e.IsRedirect()
+		return redirect || e.IsClusterDown() || e.IsTryAgain()
+	}
+	return true
 }
 
 // refresh reads the slot map from the first node that answers, in random
