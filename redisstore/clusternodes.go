@@ -27,10 +27,13 @@ const (
 	nodesAskTimeout = 500 * time.Millisecond
 	// nodesRefreshTimeout bounds a whole refresh.
 	nodesRefreshTimeout = 2 * time.Second
-	// nodesRetrigger is how soon after a refresh began a failed call may
-	// start the next: calls failing by the thousand during a fail-over cost
-	// at most ten readings a second.
+	// nodesRetrigger is how soon after a reading began the next may begin:
+	// calls failing by the thousand during a fail-over cost at most ten
+	// readings a second.
 	nodesRetrigger = 100 * time.Millisecond
+	// nodesWatch is how long after a call failed (stale) the map is read
+	// again and again until it changes.
+	nodesWatch = time.Second
 )
 
 // NodeOf names the Redis node that holds (p, key), for
@@ -114,8 +117,9 @@ type clusterNodes struct {
 	every  time.Duration // nodesRefresh; longer in tests of stale
 	table  atomic.Pointer[slotTable]
 	due    atomic.Int64 // unix ns from which a lookup starts a refresh
-	busy   atomic.Bool  // a refresh is in flight
-	again  atomic.Bool  // a call failed since the last refresh began
+	began  atomic.Int64 // unix ns when the last reading began
+	watch  atomic.Int64 // unix ns until which to read until the map changes
+	busy   atomic.Bool  // a reading is in flight
 }
 
 // slotTable is one reading of the slot map.
@@ -149,40 +153,48 @@ func (n *clusterNodes) of(slot int) string {
 	return t.masters[t.owner[slot]]
 }
 
-// stale notes a call that failed in a way that may mean the map is wrong: a
-// refresh starts at once, or after the one in flight, but no sooner than
-// nodesRetrigger after that one began. A fail-over thus shows in the map one
-// reading after the last call it made fail, not up to every later.
+// stale notes a call that failed in a way that may mean the map is wrong.
+// The map is read again at once, and then every nodesRetrigger until it
+// changes or nodesWatch has passed since the last such failure: the calls
+// of a fail-over fail until the replica is promoted and rueidis finds it,
+// so the last of them may come just before the map shows the new master.
 func (n *clusterNodes) stale() {
-	n.again.Store(true)
+	n.watch.Store(time.Now().Add(nodesWatch).UnixNano())
 	n.refreshAsync()
 }
 
-// refreshAsync starts a refresh unless one is in flight; the refresh goes on
-// reading while calls fail meanwhile (stale).
+// refreshAsync starts reading the map unless a reading is in flight; it
+// reads again while a failed call asks it to (stale).
 func (n *clusterNodes) refreshAsync() {
 	if !n.busy.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
 		for {
-			n.again.Store(false)
+			// One reading per nodesRetrigger at most, however many calls
+			// fail.
+			time.Sleep(time.Until(time.Unix(0, n.began.Load()).Add(nodesRetrigger)))
 			began := time.Now()
+			n.began.Store(began.UnixNano())
 			// Due again in every whether or not this one succeeds, so a
 			// Cluster that cannot answer is asked once in every, not per
 			// decision.
 			n.due.Store(began.Add(n.every).UnixNano())
+			watch, old := n.watch.Load(), n.table.Load()
 			ctx, cancel := context.WithTimeout(context.Background(), nodesRefreshTimeout)
 			_ = n.refresh(ctx) // a failed refresh keeps the map it had
 			cancel()
-			if !n.again.Load() {
+			if t := n.table.Load(); t != old && !t.sameOwners(old) {
+				// The change is seen; a call failing since asks again.
+				n.watch.CompareAndSwap(watch, 0)
+			}
+			if time.Now().UnixNano() >= n.watch.Load() {
 				break
 			}
-			time.Sleep(time.Until(began.Add(nodesRetrigger)))
 		}
 		n.busy.Store(false)
-		// A call that failed after the last check found the refresh busy.
-		if n.again.Load() {
+		// A call that failed after the last check found the reading busy.
+		if time.Now().UnixNano() < n.watch.Load() {
 			n.refreshAsync()
 		}
 	}()
@@ -253,6 +265,20 @@ func slotRanges(reply []rueidis.RedisMessage, addr string) []slotRange {
 		ranges = append(ranges, slotRange{from: from, to: to, master: net.JoinHostPort(host, strconv.FormatInt(port, 10))})
 	}
 	return ranges
+}
+
+// sameOwners reports whether t and u (either may be nil) give every slot the
+// same master.
+func (t *slotTable) sameOwners(u *slotTable) bool {
+	if t == nil || u == nil {
+		return t == u
+	}
+	for slot := range t.owner {
+		if t.masters[t.owner[slot]] != u.masters[u.owner[slot]] {
+			return false
+		}
+	}
+	return true
 }
 
 // newSlotTable builds the map ranges describe. Ranges out of bounds are

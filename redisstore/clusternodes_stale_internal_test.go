@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,9 +13,10 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// After a master dies and its replica takes over, the first calls that fail
-// on the dead master make the store read the slot map again: NodeOf names the
-// new master although the periodic refresh (every hour here) never runs.
+// After a master dies and its replica takes over, the calls that fail on the
+// dead master make the store read the slot map again until it changes: NodeOf
+// names the new master although the periodic refresh (every hour here) never
+// runs.
 func TestSlotMapFollowsAFailoverOnFailedCalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster")
@@ -44,27 +47,22 @@ func TestSlotMapFollowsAFailoverOnFailedCalls(t *testing.T) {
 		t.Fatalf("NodeOf names %q, not one of the masters %v", old, before)
 	}
 	cl.Nodes[dead].Kill()
+	// Decisions on the key fail until the replica is promoted and rueidis
+	// finds it; each failure asks for fresh readings of the map.
 	var promoted string
-	waitFor(t, 30*time.Second, "a replica takes the dead master's place", func() bool {
-		masters := cl.Masters()
-		promoted = ""
-		for _, m := range masters {
-			if !slices.Contains(before, m.Addr()) {
-				promoted = m.Addr()
-			}
-		}
-		return len(masters) == 3 && promoted != ""
-	})
-	if got := s.NodeOf(p, key); got != old {
-		t.Fatalf("NodeOf = %q before any call failed; the map was read again by something else than a failed call (want %q)", got, old)
-	}
-	// Decisions on the key fail until rueidis finds the new master; each
-	// failure asks for a fresh map.
-	waitFor(t, 30*time.Second, "NodeOf names the promoted replica "+promoted, func() bool {
+	waitFor(t, 30*time.Second, "NodeOf names the promoted replica", func() bool {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, _ = s.Decide(dctx, sluice.Request{Policy: p, Key: key, Cost: 1})
 		cancel()
-		return s.NodeOf(p, key) == promoted
+		if promoted == "" {
+			masters := cl.Masters()
+			for _, m := range masters {
+				if !slices.Contains(before, m.Addr()) && len(masters) == 3 {
+					promoted = m.Addr()
+				}
+			}
+		}
+		return promoted != "" && s.NodeOf(p, key) == promoted
 	})
 }
 
@@ -76,5 +74,85 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %v", what, within)
 		}
+	}
+}
+
+// Calls failing without pause read the slot map at most once per
+// nodesRetrigger, however fast they fail: the bound holds on a machine of any
+// speed (a slow one reads less often, never more).
+func TestSlotMapReadingsAreRateLimited(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cl := redistest.StartCluster(t, 3, 0)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	n := newClusterNodes(client, time.Hour)
+	waitFor(t, 10*time.Second, "the first reading of the map", func() bool { return n.table.Load() != nil && !n.busy.Load() })
+	before := clusterSlotsCalls(t, cl)
+	start := time.Now()
+	failed := 0
+	for time.Since(start) < 500*time.Millisecond {
+		n.stale()
+		failed++
+	}
+	waitFor(t, 10*time.Second, "the last reading ends", func() bool { return !n.busy.Load() })
+	elapsed := time.Since(start)
+	readings := clusterSlotsCalls(t, cl) - before
+	if most := int(elapsed/nodesRetrigger) + 1; readings < 1 || readings > most {
+		t.Errorf("%d failed calls in %v read the map %d times, want 1 to %d", failed, elapsed, readings, most)
+	}
+}
+
+// clusterSlotsCalls counts the CLUSTER SLOTS commands every node has served.
+func clusterSlotsCalls(t *testing.T, cl *redistest.Cluster) int {
+	t.Helper()
+	total := 0
+	for _, node := range cl.Nodes {
+		out, err := node.Do("INFO", "commandstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_cluster|slots:calls="); ok {
+				calls, _, _ := strings.Cut(rest, ",")
+				n, err := strconv.Atoi(calls)
+				if err != nil {
+					t.Fatalf("INFO commandstats: %q", line)
+				}
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+func TestSlotTableSameOwners(t *testing.T) {
+	three := []slotRange{{0, 5460, "a:1"}, {5461, 10922, "b:1"}, {10923, 16383, "c:1"}}
+	reordered := []slotRange{{10923, 16383, "c:1"}, {0, 5460, "a:1"}, {5461, 10922, "b:1"}}
+	moved := []slotRange{{0, 5460, "a:1"}, {5461, 10922, "d:1"}, {10923, 16383, "c:1"}}
+	oneSlot := []slotRange{{0, 5460, "a:1"}, {5461, 10921, "b:1"}, {10922, 16383, "c:1"}}
+	base := newSlotTable(three, nil)
+	for _, c := range []struct {
+		name string
+		u    *slotTable
+		want bool
+	}{
+		{"the same ranges", newSlotTable(three, nil), true},
+		{"the same ranges in another order", newSlotTable(reordered, nil), true},
+		{"a range on a new master", newSlotTable(moved, nil), false},
+		{"one slot moved", newSlotTable(oneSlot, nil), false},
+		{"no map", nil, false},
+	} {
+		if got := base.sameOwners(c.u); got != c.want {
+			t.Errorf("%s: sameOwners = %v, want %v", c.name, got, c.want)
+		}
+	}
+	var none *slotTable
+	if !none.sameOwners(nil) {
+		t.Error("two missing maps differ")
 	}
 }
