@@ -18,15 +18,7 @@ import (
 // names the new master although the periodic refresh (every hour here) never
 // runs.
 func TestSlotMapFollowsAFailoverOnFailedCalls(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
-	cl := redistest.StartCluster(t, 3, 1)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	cl, client := startClusterClient(t, 1)
 	r := &rueidisRunner{c: client, cluster: true, nodes: newClusterNodes(client, time.Hour)}
 	s := NewWithRunner(r, WithTimeout(2*time.Second))
 	p := &sluice.Policy{Name: "failover", Algorithm: sluice.GCRA, Limit: 1e6, Period: time.Second}
@@ -66,6 +58,22 @@ func TestSlotMapFollowsAFailoverOnFailedCalls(t *testing.T) {
 	})
 }
 
+// startClusterClient starts a Cluster of three masters, each with replicas
+// and a rueidis client on it, closed when the test ends.
+func startClusterClient(t *testing.T, replicas int) (*redistest.Cluster, rueidis.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cl := redistest.StartCluster(t, 3, replicas)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	return cl, client
+}
+
 // waitFor polls cond, which reads a real Redis Cluster's state, until it
 // holds or within fails the test.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
@@ -81,15 +89,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // nodesRetrigger, however fast they fail: the bound holds on a machine of any
 // speed (a slow one reads less often, never more).
 func TestSlotMapReadingsAreRateLimited(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster")
-	}
-	cl := redistest.StartCluster(t, 3, 0)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cl.Addrs(), DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	cl, client := startClusterClient(t, 0)
 	n := newClusterNodes(client, time.Hour)
 	waitFor(t, 10*time.Second, "the first reading of the map", func() bool { return n.table.Load() != nil && !n.busy.Load() })
 	before := clusterSlotsCalls(t, cl)
