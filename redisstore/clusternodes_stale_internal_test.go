@@ -156,3 +156,41 @@ func TestSlotTableSameOwners(t *testing.T) {
 		t.Error("two missing maps differ")
 	}
 }
+
+// A slot moved by resharding: the client follows the MOVED replies by itself,
+// so no call fails, and the map shows the new owner at its next periodic
+// reading; decisions go on meanwhile.
+func TestSlotMapFollowsAMovedSlot(t *testing.T) {
+	cl, client := startClusterClient(t, 0)
+	s := New(client, WithTimeout(5*time.Second))
+	p := &sluice.Policy{Name: "moved", Algorithm: sluice.FixedWindow, Limit: 1e6, Period: time.Minute}
+	const key = "user:2"
+	waitFor(t, 10*time.Second, "NodeOf names the key's master", func() bool { return s.NodeOf(p, key) != "" })
+	from := s.NodeOf(p, key)
+	slot := strconv.Itoa(Slot(s.Key(p, key)))
+	target := cl.Nodes[slices.IndexFunc(cl.Nodes, func(n *redistest.Server) bool { return n.Addr() != from })]
+	to := target.Addr()
+	id, err := target.Do("CLUSTER", "MYID")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The slot holds no key yet, so it may be given away at once: first to
+	// its new owner, then everywhere else.
+	for _, n := range append([]*redistest.Server{target}, cl.Nodes...) {
+		if out, err := n.Do("CLUSTER", "SETSLOT", slot, "NODE", strings.TrimSpace(id)); err != nil || strings.TrimSpace(out) != "OK" {
+			t.Fatalf("CLUSTER SETSLOT %s NODE %s on %s: %q, %v", slot, to, n.Addr(), out, err)
+		}
+	}
+	ctx := context.Background()
+	decided := 0
+	waitFor(t, 30*time.Second, "NodeOf names the slot's new owner "+to, func() bool {
+		if _, err := s.Decide(ctx, sluice.Request{Policy: p, Key: key, Cost: 1}); err != nil {
+			t.Fatalf("Decide after the slot moved: %v", err)
+		}
+		decided++
+		return s.NodeOf(p, key) == to
+	})
+	if state, err := target.Do("GET", s.Key(p, key)); err != nil || state == "" {
+		t.Errorf("the key's state is not on its new owner %s after %d decisions: %q, %v", to, decided, state, err)
+	}
+}
