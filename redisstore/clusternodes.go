@@ -27,17 +27,25 @@ const (
 	nodesAskTimeout = 500 * time.Millisecond
 	// nodesRefreshTimeout bounds a whole refresh.
 	nodesRefreshTimeout = 2 * time.Second
+	// nodesRetrigger is how soon after a reading began the next may begin:
+	// calls failing by the thousand during a fail-over cost at most ten
+	// readings a second.
+	nodesRetrigger = 100 * time.Millisecond
+	// nodesWatch is how long after a call failed (stale) the map is read
+	// again and again until it changes.
+	nodesWatch = time.Second
 )
 
 // NodeOf names the Redis node that holds (p, key), for
 // failover.WithBreakerPerNode: on a sharded store the shard's Name; on a
 // Cluster the address ("host:port") of the master serving the key's slot,
 // as the store last read the slot map (it reads it again every second while
-// in use); "" for a single Redis, for a Cluster before the map is read, and
+// in use, and at once after a call fails with a redirect, CLUSTERDOWN,
+// TRYAGAIN or a connection error); "" for a single Redis, for a Cluster before the map is read, and
 // for a Runner of another client library.
 func (s *Store) NodeOf(p *sluice.Policy, key string) string {
 	if loc, ok := s.run.(nodeLocator); ok && loc.manyNodes() {
-		return loc.nodeOf(redisKey(s.prefix, p, key))
+		return loc.nodeOf(keyRef{prefix: s.prefix, p: p, key: key})
 	}
 	return ""
 }
@@ -45,7 +53,7 @@ func (s *Store) NodeOf(p *sluice.Policy, key string) string {
 // nodeLocator is a Runner whose keys live on several nodes it can name.
 type nodeLocator interface {
 	manyNodes() bool
-	nodeOf(key string) string
+	nodeOf(k keyRef) string
 }
 
 // NodeError is a failed call on one node of a Cluster. It names the master
@@ -71,7 +79,7 @@ func (s *Store) blame(key string, err error) error {
 		return err
 	}
 	if loc, ok := s.run.(nodeLocator); ok && loc.manyNodes() {
-		if node := loc.nodeOf(key); node != "" {
+		if node := loc.nodeOf(builtKey(key)); node != "" {
 			return &NodeError{Node: node, Err: err}
 		}
 	}
@@ -80,16 +88,16 @@ func (s *Store) blame(key string, err error) error {
 
 func (r *rueidisRunner) manyNodes() bool { return r.nodes != nil }
 
-func (r *rueidisRunner) nodeOf(key string) string { return r.nodes.of(Slot(key)) }
+func (r *rueidisRunner) nodeOf(k keyRef) string { return r.nodes.of(k.slot()) }
 
 func (l *lazyRunner) manyNodes() bool {
 	r := l.runner.Load()
 	return r != nil && r.manyNodes()
 }
 
-func (l *lazyRunner) nodeOf(key string) string {
+func (l *lazyRunner) nodeOf(k keyRef) string {
 	if r := l.runner.Load(); r != nil && r.manyNodes() {
-		return r.nodeOf(key)
+		return r.nodeOf(k)
 	}
 	return ""
 }
@@ -97,17 +105,21 @@ func (l *lazyRunner) nodeOf(key string) string {
 // A shard that is itself a Cluster keeps one breaker: it is named as a whole.
 func (r *ShardedRunner) manyNodes() bool { return len(r.shards) > 1 }
 
-func (r *ShardedRunner) nodeOf(key string) string { return r.shards[r.ShardOf(key)].Name }
+func (r *ShardedRunner) nodeOf(k keyRef) string { return r.shards[r.shardFor(k)].Name }
 
 // clusterNodes is a Cluster's slot → master map. A lookup that finds the map
-// older than nodesRefresh starts a refresh in the background (one at a time)
-// and answers from the map it has, so no decision waits for it; with no
+// older than every, or a call that failed in a way that says the map may be
+// wrong (stale), starts a refresh in the background (one at a time) and
+// answers from the map it has, so no decision waits for it; with no
 // decisions there is no refresh either, and nothing to stop at Close.
 type clusterNodes struct {
 	client rueidis.Client
+	every  time.Duration // nodesRefresh; longer in tests of stale
 	table  atomic.Pointer[slotTable]
 	due    atomic.Int64 // unix ns from which a lookup starts a refresh
-	busy   atomic.Bool  // a refresh is in flight
+	began  atomic.Int64 // unix ns when the last reading began
+	watch  atomic.Int64 // unix ns until which to read until the map changes
+	busy   atomic.Bool  // a reading is in flight
 }
 
 // slotTable is one reading of the slot map.
@@ -123,8 +135,8 @@ type slotRange struct {
 	master   string
 }
 
-func newClusterNodes(c rueidis.Client) *clusterNodes {
-	n := &clusterNodes{client: c}
+func newClusterNodes(c rueidis.Client, every time.Duration) *clusterNodes {
+	n := &clusterNodes{client: c, every: every}
 	n.refreshAsync() // read the map before the first decision needs it
 	return n
 }
@@ -141,20 +153,66 @@ func (n *clusterNodes) of(slot int) string {
 	return t.masters[t.owner[slot]]
 }
 
-// refreshAsync starts a refresh unless one is in flight.
+// stale notes a call that failed in a way that may mean the map is wrong.
+// The map is read again at once, and then every nodesRetrigger until it
+// changes or nodesWatch has passed since the last such failure: the calls
+// of a fail-over fail until the replica is promoted and rueidis finds it,
+// so the last of them may come just before the map shows the new master.
+func (n *clusterNodes) stale() {
+	n.watch.Store(time.Now().Add(nodesWatch).UnixNano())
+	n.refreshAsync()
+}
+
+// refreshAsync starts reading the map unless a reading is in flight; it
+// reads again while a failed call asks it to (stale).
 func (n *clusterNodes) refreshAsync() {
 	if !n.busy.CompareAndSwap(false, true) {
 		return
 	}
-	// Due again in nodesRefresh whether or not this one succeeds, so a
-	// Cluster that cannot answer is asked once a second, not per decision.
-	n.due.Store(time.Now().Add(nodesRefresh).UnixNano())
 	go func() {
-		defer n.busy.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), nodesRefreshTimeout)
-		defer cancel()
-		_ = n.refresh(ctx) // a failed refresh keeps the map it had
+		for {
+			// One reading per nodesRetrigger at most, however many calls
+			// fail.
+			time.Sleep(time.Until(time.Unix(0, n.began.Load()).Add(nodesRetrigger)))
+			began := time.Now()
+			n.began.Store(began.UnixNano())
+			// Due again in every whether or not this one succeeds, so a
+			// Cluster that cannot answer is asked once in every, not per
+			// decision.
+			n.due.Store(began.Add(n.every).UnixNano())
+			watch, old := n.watch.Load(), n.table.Load()
+			ctx, cancel := context.WithTimeout(context.Background(), nodesRefreshTimeout)
+			_ = n.refresh(ctx) // a failed refresh keeps the map it had
+			cancel()
+			if t := n.table.Load(); t != old && !t.sameOwners(old) {
+				// The change is seen; a call failing since asks again.
+				n.watch.CompareAndSwap(watch, 0)
+			}
+			if time.Now().UnixNano() >= n.watch.Load() {
+				break
+			}
+		}
+		n.busy.Store(false)
+		// A call that failed after the last check found the reading busy.
+		if time.Now().UnixNano() < n.watch.Load() {
+			n.refreshAsync()
+		}
 	}()
+}
+
+// mapMayBeStale reports whether err, a call's failure on a Cluster, may mean
+// the slot map changed: a redirect rueidis did not follow, CLUSTERDOWN,
+// TRYAGAIN, or no reply at all (a refused or lost connection, a timeout) —
+// not an error a script returned, nor a caller that gave up.
+func mapMayBeStale(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if e, ok := rueidis.IsRedisErr(err); ok {
+		_, redirect := e.IsRedirect()
+		return redirect || e.IsClusterDown() || e.IsTryAgain()
+	}
+	return true
 }
 
 // refresh reads the slot map from the first node that answers, in random
@@ -207,6 +265,20 @@ func slotRanges(reply []rueidis.RedisMessage, addr string) []slotRange {
 		ranges = append(ranges, slotRange{from: from, to: to, master: net.JoinHostPort(host, strconv.FormatInt(port, 10))})
 	}
 	return ranges
+}
+
+// sameOwners reports whether t and u (either may be nil) give every slot the
+// same master.
+func (t *slotTable) sameOwners(u *slotTable) bool {
+	if t == nil || u == nil {
+		return t == u
+	}
+	for slot := range t.owner {
+		if t.masters[t.owner[slot]] != u.masters[u.owner[slot]] {
+			return false
+		}
+	}
+	return true
 }
 
 // newSlotTable builds the map ranges describe. Ranges out of bounds are

@@ -34,7 +34,8 @@
 // package redisstore/goredis runs the same scripts on a go-redis client.
 // NodeOf names the server (shard or Cluster master) that holds a key, for a
 // circuit breaker per node (failover.WithBreakerPerNode); on a Cluster the
-// store reads the slot map itself for that, every second while in use.
+// store reads the slot map itself for that, every second while in use and
+// at once after a call fails in a way that says the map may have changed.
 //
 // The scripts compute exactly what sluice.Decide computes, with the same
 // integer formulas: Lua's numbers are doubles, exact for the integers below

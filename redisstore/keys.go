@@ -34,54 +34,125 @@ func algoCode(a sluice.Algorithm) string {
 // the tag early or from colliding with another key; policy names cannot hold
 // those characters. It allocates once.
 func redisKey(prefix string, p *sluice.Policy, key string) string {
-	special := 0
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c == '%' || c == '{' || c == '}' {
-			special++
-		}
+	// Built on the stack, then copied once into a string of the right size.
+	var buf [128]byte
+	b := buf[:0]
+	keyRef{prefix: prefix, p: p, key: key}.pieces(func(s string) { b = append(b, s...) })
+	return string(b)
+}
+
+// keyRef is a Redis key, either built (full) or as the parts redisKey builds
+// it from (p set), so that where a key lives (its slot, its shard) can be
+// found from a request without building the key a second time.
+type keyRef struct {
+	full   string
+	prefix string
+	p      *sluice.Policy
+	key    string
+}
+
+// builtKey refers to a Redis key already built.
+func builtKey(key string) keyRef { return keyRef{full: key} }
+
+// pieces calls yield with the key's bytes in order, in pieces: the one
+// definition of a Redis key's layout.
+func (k keyRef) pieces(yield func(string)) {
+	if k.p == nil {
+		yield(k.full)
+		return
 	}
-	var b strings.Builder
-	b.Grow(len(prefix) + len(p.Name) + len(key) + 2*special + 6)
-	b.WriteString(prefix)
-	b.WriteByte('{')
-	b.WriteString(p.Name)
-	b.WriteByte(':')
-	if special == 0 {
-		b.WriteString(key)
-	} else {
-		for i := 0; i < len(key); i++ {
-			switch c := key[i]; c {
-			case '%':
-				b.WriteString("%25")
-			case '{':
-				b.WriteString("%7B")
-			case '}':
-				b.WriteString("%7D")
-			default:
-				b.WriteByte(c)
-			}
+	yield(k.prefix)
+	yield("{")
+	yield(k.p.Name)
+	yield(":")
+	start := 0
+	for i := 0; i < len(k.key); i++ {
+		var esc string
+		switch k.key[i] {
+		case '%':
+			esc = "%25"
+		case '{':
+			esc = "%7B"
+		case '}':
+			esc = "%7D"
+		default:
+			continue
 		}
+		yield(k.key[start:i])
+		yield(esc)
+		start = i + 1
 	}
-	b.WriteString("}:")
-	b.WriteString(algoCode(p.Algorithm))
-	return b.String()
+	yield(k.key[start:])
+	yield("}:")
+	yield(algoCode(k.p.Algorithm))
+}
+
+// slot returns the key's Redis Cluster hash slot (see Slot): its hash tag's
+// CRC16, found in one pass over the pieces, or when the tag is empty or
+// never closed, the whole key's in a second.
+func (k keyRef) slot() int {
+	var t tagHash
+	k.pieces(t.write)
+	if t.state == afterTag && t.tagLen > 0 {
+		return int(t.crc & 16383)
+	}
+	var crc uint16
+	k.pieces(func(s string) { crc = crc16(crc, s) })
+	return int(crc & 16383)
+}
+
+// hash returns FNV-1a of the key, which places it on a shard.
+func (k keyRef) hash() uint64 {
+	h := uint64(fnvOffset)
+	k.pieces(func(s string) { h = fnvAdd(h, s) })
+	return h
 }
 
 // Slot returns the Redis Cluster hash slot of key (0 to 16383): CRC16 of its
 // hash tag, the part between the first '{' and the next '}' when that part is
 // not empty, else of the whole key — as Redis computes it. Runners use it to
 // tell whether one script may touch several keys.
-func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
+func Slot(key string) int { return builtKey(key).slot() }
+
+// tagHash finds a key's hash tag, the bytes between its first '{' and the
+// next '}', given the key in pieces, and computes the tag's CRC16.
+type tagHash struct {
+	crc    uint16
+	state  uint8 // before the first '{', in the tag, or after it
+	tagLen int
+}
+
+const (
+	beforeTag = iota
+	inTag
+	afterTag
+)
+
+func (t *tagHash) write(s string) {
+	switch t.state {
+	case beforeTag:
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			return
 		}
+		t.state, s = inTag, s[i+1:]
+		fallthrough
+	case inTag:
+		j := strings.IndexByte(s, '}')
+		if j < 0 {
+			t.crc, t.tagLen = crc16(t.crc, s), t.tagLen+len(s)
+			return
+		}
+		t.crc, t.tagLen, t.state = crc16(t.crc, s[:j]), t.tagLen+j, afterTag
 	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc = crc<<8 ^ crc16tab[byte(crc>>8)^key[i]]
+}
+
+// crc16 continues crc over s.
+func crc16(crc uint16, s string) uint16 {
+	for i := 0; i < len(s); i++ {
+		crc = crc<<8 ^ crc16tab[byte(crc>>8)^s[i]]
 	}
-	return int(crc & 16383)
+	return crc
 }
 
 // crc16tab is CRC16-CCITT (XModem, polynomial 0x1021), the checksum Redis

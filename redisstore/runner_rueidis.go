@@ -23,7 +23,7 @@ func NewRunner(c rueidis.Client) Runner { return newRueidisRunner(c) }
 func newRueidisRunner(c rueidis.Client) *rueidisRunner {
 	r := &rueidisRunner{c: c, cluster: c.Mode() == rueidis.ClientModeCluster}
 	if r.cluster {
-		r.nodes = newClusterNodes(c)
+		r.nodes = newClusterNodes(c, nodesRefresh)
 	}
 	return r
 }
@@ -42,15 +42,24 @@ func (r *rueidisRunner) Run(ctx context.Context, s *Script, keys, args []string,
 		return err
 	}
 	if m == ModeFunctions {
-		err = copyReply(r.c.Do(ctx, r.fcall(s, keys, args)), reply)
+		err = copyReply(r.checked(r.c.Do(ctx, r.fcall(s, keys, args))), reply)
 		switch r.fn.Retry(ctx, err, r.load) {
 		case ModeFunctions:
-			return copyReply(r.c.Do(ctx, r.fcall(s, keys, args)), reply)
+			return copyReply(r.checked(r.c.Do(ctx, r.fcall(s, keys, args))), reply)
 		case "":
 			return err
 		}
 	}
-	return copyReply(s.lua.Exec(ctx, r.c, keys, args), reply)
+	return copyReply(r.checked(s.lua.Exec(ctx, r.c, keys, args)), reply)
+}
+
+// checked returns res, first asking for a fresh slot map on a Cluster when
+// res failed in a way that says the map may have changed.
+func (r *rueidisRunner) checked(res rueidis.RedisResult) rueidis.RedisResult {
+	if r.nodes != nil && mapMayBeStale(res.Error()) {
+		r.nodes.stale()
+	}
+	return res
 }
 
 func (r *rueidisRunner) fcall(s *Script, keys, args []string) rueidis.Completed {
@@ -140,7 +149,7 @@ func (r *rueidisRunner) doMulti(ctx context.Context, calls []Call, idx []int, cm
 	var again []int
 	for j, res := range r.c.DoMulti(ctx, cmds...) {
 		i := idx[j]
-		calls[i].Err = copyReply(res, calls[i].Reply)
+		calls[i].Err = copyReply(r.checked(res), calls[i].Reply)
 		if e, ok := rueidis.IsRedisErr(res.Error()); ok && (e.IsNoScript() || FunctionMissing(e) || FunctionsRefused(e)) {
 			again = append(again, i)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net/url"
 	"strings"
 	"sync"
@@ -61,11 +60,13 @@ func NewShardedRunner(shards ...Shard) (*ShardedRunner, error) {
 
 // ShardOf returns the index, in the order given to NewShardedRunner, of the
 // shard that holds key (a Redis key, as Store.Key returns it).
-func (r *ShardedRunner) ShardOf(key string) int {
+func (r *ShardedRunner) ShardOf(key string) int { return r.shardFor(builtKey(key)) }
+
+func (r *ShardedRunner) shardFor(k keyRef) int {
 	if len(r.shards) == 1 {
 		return 0
 	}
-	h := hash64(key)
+	h := k.hash()
 	best, top := 0, uint64(0)
 	for i, s := range r.shards {
 		// Ties (astronomically rare) go to the earlier shard.
@@ -202,10 +203,20 @@ func (r *ShardedRunner) ModeReason() string {
 
 // hash64 is FNV-1a of s: stable across processes and releases, as placement
 // must be.
-func hash64(s string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return h.Sum64()
+func hash64(s string) uint64 { return fnvAdd(fnvOffset, s) }
+
+// FNV-1a, 64 bits, as hash/fnv computes it, over strings given in pieces.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvAdd(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 // mix64 is SplitMix64's finalizer: FNV alone varies too little in its high

@@ -222,7 +222,7 @@ func (s *Store) Shards() int {
 // ShardOf returns the shard, 0 to Shards()-1, that holds (p, key).
 func (s *Store) ShardOf(p *sluice.Policy, key string) int {
 	if sr, ok := s.run.(*ShardedRunner); ok {
-		return sr.ShardOf(redisKey(s.prefix, p, key))
+		return sr.shardFor(keyRef{prefix: s.prefix, p: p, key: key})
 	}
 	return 0
 }

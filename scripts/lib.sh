@@ -85,20 +85,91 @@ start_redis() {
 	done
 }
 
+# start_cluster DIR N: a Redis Cluster of N masters (no replicas, no
+# persistence) on 127.0.0.1, each node's files in DIR/node-PORT; sets PORTS
+# (the nodes' ports), PORT (the first), TARGET (a store URL naming every node)
+# and redis_pids, and returns once every node reports cluster_state:ok. The
+# ports lie below 55535 so that each bus port (port+10000) is a valid port;
+# they are picked below the ephemeral range, so no client socket holds one.
+start_cluster() {
+	local dir=$1 n=$2 p i addrs=()
+	PORTS=()
+	redis_pids=()
+	read -r -a PORTS < <(python3 - "$n" <<'PY'
+import random, socket, sys
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+ports = []
+while len(ports) < int(sys.argv[1]):
+    p = random.randrange(12000, 22000)
+    if p not in ports and p + 10000 not in ports and free(p) and free(p + 10000):
+        ports.append(p)
+print(" ".join(map(str, ports)))
+PY
+	)
+	for p in "${PORTS[@]}"; do
+		mkdir -p "$dir/node-$p"
+		redis-server --bind 127.0.0.1 --port "$p" --dir "$dir/node-$p" --save '' --appendonly no \
+			--protected-mode no --daemonize no --logfile "$dir/node-$p/redis.log" \
+			--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000 &
+		redis_pids+=($!)
+		addrs+=("127.0.0.1:$p")
+	done
+	for p in "${PORTS[@]}"; do
+		for _ in $(seq 100); do
+			cli_at "$p" PING >/dev/null 2>&1 && break
+			sleep 0.05
+		done
+	done
+	timeout 60 redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >"$dir/create.log"
+	for p in "${PORTS[@]}"; do
+		for _ in $(seq 200); do
+			cli_at "$p" CLUSTER INFO | grep -q '^cluster_state:ok' && break
+			sleep 0.05
+		done
+	done
+	PORT=${PORTS[0]}
+	TARGET="redis://${addrs[0]}"
+	for i in "${!addrs[@]}"; do
+		[[ $i == 0 ]] || { [[ $i == 1 ]] && TARGET+="?addr=${addrs[$i]}" || TARGET+="&addr=${addrs[$i]}"; }
+	done
+}
+
 # cli ARG...: redis-cli against that server.
-cli() { timeout 10 redis-cli -h 127.0.0.1 -p "$PORT" "$@"; }
+cli() { cli_at "$PORT" "$@"; }
+
+# cli_at PORT ARG...: redis-cli against the server on PORT.
+cli_at() {
+	local p=$1
+	shift
+	timeout 10 redis-cli -h 127.0.0.1 -p "$p" "$@"
+}
+
+# each_node ARG...: redis-cli against every server: each of PORTS, or PORT.
+each_node() {
+	local p
+	for p in "${PORTS[@]:-$PORT}"; do
+		cli_at "$p" "$@"
+	done
+}
 
 # redis_version: "v=X.Y.Z" of the redis-server on PATH.
 redis_version() { redis-server --version | grep -o 'v=[^ ]*'; }
 
-# redis_cpu: the server's user+sys CPU seconds so far.
-redis_cpu() { cli INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f\n", s }'; }
+# redis_cpu: the user+sys CPU seconds so far of every server (each_node).
+redis_cpu() { each_node INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f\n", s }'; }
 
-# script_stats: "CALLS USEC COMMAND" of EVALSHA, EVAL and FCALL together since
-# the last CONFIG RESETSTAT; COMMAND is FCALL when any FCALL ran, else EVALSHA
-# (a build uses one of them).
+# script_stats: "CALLS USEC COMMAND" of EVALSHA, EVAL and FCALL together, on
+# every server (each_node), since the last CONFIG RESETSTAT; COMMAND is FCALL
+# when any FCALL ran, else EVALSHA (a build uses one of them).
 script_stats() {
-	cli INFO commandstats | tr -d '\r' | awk -F'[:,=]' '
+	each_node INFO commandstats | tr -d '\r' | awk -F'[:,=]' '
 		/^cmdstat_(evalsha|fcall|eval):/ { for (i = 2; i < NF; i += 2) { if ($i == "calls") c += $(i+1); if ($i == "usec") u += $(i+1) } }
 		/^cmdstat_fcall:/ { f = 1 }
 		END { printf "%d %d %s\n", c, u, (f ? "FCALL" : "EVALSHA") }'

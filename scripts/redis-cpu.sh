@@ -2,18 +2,19 @@
 # redis-cpu.sh: Redis CPU time per decision of the Redis store, for one or more
 # builds of Sluice measured in the same run.
 #
-# Starts a throw-away redis-server on 127.0.0.1 (a free port, or $PORT) and,
-# for each round, each algorithm and each build (interleaved, so that a busy
-# machine weighs on all of them alike), runs
+# Starts a throw-away redis-server on 127.0.0.1 (a free port, or $PORT), or
+# with CLUSTER=N a throw-away Redis Cluster of N masters, and, for each round,
+# each algorithm and each build (interleaved, so that a busy machine weighs on
+# all of them alike), runs
 #
-#	sluice bench --target redis://127.0.0.1:PORT --algorithm ALG \
+#	sluice bench --target TARGET --algorithm ALG \
 #	             --concurrency 64 --keys 10000 --duration 5s --json
 #
 # (limit 1e9/s: every decision admits and writes) and prints the Redis CPU µs
 # per decision: the change of INFO cpu's used_cpu_user + used_cpu_sys over the
 # run, divided by the decisions made. It also prints the usec_per_call of the
 # store's script command over the run (EVALSHA or FCALL, from INFO
-# commandstats). CPU time per decision, unlike throughput, hardly depends on
+# commandstats). On a Cluster both add up every master's figures. CPU time per decision, unlike throughput, hardly depends on
 # what else the machine runs. The database and the function library are
 # flushed before each run, so each build starts from no keys.
 #
@@ -22,6 +23,7 @@
 #   tree (the default). E.g. scripts/redis-cpu.sh main .   compares main with
 #   the working tree.
 # Env:  ROUNDS (3), DURATION (5s), CONCURRENCY (64), KEYS (10000), PORT,
+#       CLUSTER (0: one server; N: a Cluster of N masters, e.g. 3),
 #       ALGS ("fixed_window sliding_window token_bucket gcra leaky_bucket"),
 #       LIMIT (1000000000), PERIOD (1s), BURST (0: the limit),
 #       HOT (0: the share of calls on the one key "hot", as bench --hot)
@@ -41,6 +43,7 @@ LIMIT=${LIMIT:-1000000000}
 PERIOD=${PERIOD:-1s}
 BURST=${BURST:-0}
 HOT=${HOT:-0}
+CLUSTER=${CLUSTER:-0}
 revs=("$@")
 [[ ${#revs[@]} -gt 0 ]] || revs=(.)
 
@@ -48,10 +51,12 @@ require redis-cpu.sh redis-server redis-cli
 
 work=$(mktemp -d)
 redis_pid=
+redis_pids=()
 cleanup() {
-	if [[ -n $redis_pid ]]; then
-		stop_pid "$redis_pid"
-	fi
+	local pid
+	for pid in $redis_pid "${redis_pids[@]}"; do
+		stop_pid "$pid"
+	done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -74,20 +79,27 @@ for i in "${!revs[@]}"; do
 	fi
 done
 
-start_redis "$work"
+if [[ $CLUSTER -gt 0 ]]; then
+	start_cluster "$work" "$CLUSTER"
+	where="a Cluster of $CLUSTER masters, ports ${PORTS[*]}"
+else
+	start_redis "$work"
+	TARGET="redis://127.0.0.1:$PORT"
+	where="port $PORT"
+fi
 
-echo "# redis-server $(redis_version), port $PORT; $CONCURRENCY callers, $KEYS keys (hot share $HOT), $DURATION per run, $ROUNDS rounds"
+echo "# redis-server $(redis_version), $where; $CONCURRENCY callers, $KEYS keys (hot share $HOT), $DURATION per run, $ROUNDS rounds"
 for i in "${!revs[@]}"; do echo "# build $i: ${names[$i]} (${revs[$i]})"; done
 echo "round,build,algorithm,decisions,rps,cpu_us_per_decision,command,usec_per_call,calls_per_decision"
 results="$work/results.csv"
 for round in $(seq "$ROUNDS"); do
 	for alg in $ALGS; do
 		for i in "${!revs[@]}"; do
-			cli FLUSHALL >/dev/null
-			cli FUNCTION FLUSH >/dev/null
-			cli CONFIG RESETSTAT >/dev/null
+			each_node FLUSHALL >/dev/null
+			each_node FUNCTION FLUSH >/dev/null
+			each_node CONFIG RESETSTAT >/dev/null
 			c0=$(redis_cpu)
-			json=$(timeout 600 "$work/sluice-$i" bench --target "redis://127.0.0.1:$PORT" --algorithm "$alg" \
+			json=$(timeout 600 "$work/sluice-$i" bench --target "$TARGET" --algorithm "$alg" \
 				--limit "$LIMIT" --period "$PERIOD" --burst "$BURST" --hot "$HOT" \
 				--concurrency "$CONCURRENCY" --keys "$KEYS" --duration "$DURATION" --json)
 			c1=$(redis_cpu)
