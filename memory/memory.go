@@ -122,7 +122,8 @@ func (s *Store) now() int64 {
 
 // Decide implements sluice.Store.
 func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
-	res, _ := s.apply(req.Policy, req.Key, req.Cost, req.Cost > 0, nil)
+	var res sluice.Result
+	s.apply(req.Policy, req.Key, req.Cost, req.Cost > 0, nil, &res)
 	return res, nil
 }
 
@@ -160,9 +161,11 @@ func (o *op) run(st *sluice.State, now int64) sluice.Result {
 // building an op or calling through one.
 // The state is changed in a copy (cheaper than passing states by value), so
 // a refusal keeps the stored one. consumes says whether an allowed result
-// consumed units (a log's buffer may grow). When the bounds leave no room it
-// stores nothing and returns the denial instead, with applied false.
-func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o *op) (res sluice.Result, applied bool) {
+// consumed units (a log's buffer may grow). It writes the result into *res
+// (the caller's, rather than a copy per call returned through each). When the
+// bounds leave no room it stores nothing and writes the denial instead,
+// returning false.
+func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o *op, res *sluice.Result) (applied bool) {
 	now := s.now()
 	id := idOf(p, key)
 	h := s.hash(id)
@@ -177,9 +180,9 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 	}
 	oldLen := next.Log.Len()
 	if o == nil {
-		res = sluice.DecideInPlace(p, &next, now, cost)
+		*res = sluice.DecideInPlace(p, &next, now, cost)
 	} else {
-		res = o.run(&next, now)
+		*res = o.run(&next, now)
 	}
 	applied = true
 	switch {
@@ -188,49 +191,51 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 			sh.remove(int(i))
 		}
 	case found && o == nil && (cost == 0 || !res.Allowed):
-		sh.keep(i, p, &res, now) // a peek or a denial leaves the state as it was
+		sh.keep(i, p, res, now) // a peek or a denial leaves the state as it was
 	case found:
 		logCap = nextLogCap(logCap, oldLen, &next, res.Allowed && consumes)
 		if logCap > sh.entries[i].logCap {
-			i, res, applied = s.growLog(sh, h, id, i, p, logCap, now, res)
+			i, applied = s.growLog(sh, h, id, i, p, logCap, now, res)
 		}
 		if applied {
-			sh.update(i, p, &next, &res, now, logCap)
+			sh.update(i, p, &next, res, now, logCap)
 		}
 	default:
 		logCap = nextLogCap(0, 0, &next, res.Allowed && consumes)
-		res, applied = s.insert(sh, h, id, p, &next, res, now, logCap)
+		applied = s.insert(sh, h, id, p, &next, res, now, logCap)
 	}
 	sh.mu.Unlock()
-	return res, applied
+	return applied
 }
 
 // growLog makes room in sh for entry i's log to grow to logCap entries. When
-// there is none it returns the refusal and false; otherwise the entry's
-// position, which evictions may have moved, and res unchanged.
-func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Policy, logCap logCapacity, now int64, res sluice.Result) (int32, sluice.Result, bool) {
+// there is none it writes the refusal into *res and returns false; otherwise
+// the entry's position, which evictions may have moved, and true.
+func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Policy, logCap logCapacity, now int64, res *sluice.Result) (int32, bool) {
 	grown := (int64(logCap) - int64(sh.entries[i].logCap)) * logEntryBytes
 	sh.entries[i].pinned = true
 	ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
 	i, _ = sh.find(h, id) // evictions move entries
 	sh.entries[i].pinned = false
 	if !ok {
-		return i, s.refusal(p, wait), false
+		*res = s.refusal(p, wait)
+		return i, false
 	}
-	return i, res, true
+	return i, true
 }
 
-// insert stores a new key's state, res being the decision that produced it,
-// within the bounds: it returns res and true, or the refusal and false when
-// there is no room.
-func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *sluice.State, res sluice.Result, now int64, logCap logCapacity) (sluice.Result, bool) {
+// insert stores a new key's state, *res being the decision that produced it,
+// within the bounds: it returns true, or writes the refusal into *res and
+// returns false when there is no room.
+func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) bool {
 	sh.sweep(now, sweepPerInsert)
 	u := s.budgets.usage(p.Name)
 	if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {
-		return s.refusal(p, wait), false
+		*res = s.refusal(p, wait)
+		return false
 	}
-	sh.insert(h, id, u, p, st, &res, now, logCap)
-	return res, true
+	sh.insert(h, id, u, p, st, res, now, logCap)
+	return true
 }
 
 // Reset implements sluice.Resetter: it forgets the state of (p, key).
