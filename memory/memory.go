@@ -145,14 +145,16 @@ const (
 	opRelease
 )
 
-// run changes *st in place and returns the Result the entry's expiry follows.
-func (o *op) run(st *sluice.State, now int64) sluice.Result {
+// run changes *st in place and writes into *res the Result the entry's expiry
+// follows.
+func (o *op) run(st *sluice.State, now int64, res *sluice.Result) {
 	if o.kind == opReserve {
 		*st, o.r = sluice.Reserve(o.req.Policy, *st, now, o.req.Cost, o.upTo)
-		return o.r.Result
+		*res = o.r.Result
+		return
 	}
 	*st = sluice.Refund(o.req.Policy, *st, now, o.r, o.unused) // opRelease
-	return sluice.DecideInPlace(o.req.Policy, st, now, 0)      // for the new expiry
+	sluice.DecideInPlace(o.req.Policy, st, now, 0, res)        // for the new expiry
 }
 
 // apply replaces the state of (p, key) with what o makes of it at the
@@ -180,9 +182,9 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 	}
 	oldLen := next.Log.Len()
 	if o == nil {
-		*res = sluice.DecideInPlace(p, &next, now, cost)
+		sluice.DecideInPlace(p, &next, now, cost, res)
 	} else {
-		*res = o.run(&next, now)
+		o.run(&next, now, res)
 	}
 	applied = true
 	switch {

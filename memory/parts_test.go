@@ -58,7 +58,9 @@ func BenchmarkParts(b *testing.B) {
 		{"find", func() { i, _ := sh.find(h, id); sink += int64(i) }},
 		{"decide", func() { // an admission on a new key's state
 			var st sluice.State
-			sink += sluice.DecideInPlace(p, &st, 1e15, 1).Remaining
+			var res sluice.Result
+			sluice.DecideInPlace(p, &st, 1e15, 1, &res)
+			sink += res.Remaining
 		}},
 		{"store", func() { s.Decide(ctx, sluice.Request{Policy: p, Key: key, Cost: 1}) }},
 		{"limiter", func() { l.AllowN(ctx, key, 1) }},
