@@ -22,7 +22,7 @@ func TestHashSpreadsPolicies(t *testing.T) {
 	}
 	hashes, tags, sharedTags := map[uint64]entryKey{}, map[uint32]entryKey{}, 0
 	for _, id := range ids {
-		h := s.hash(id)
+		h := s.hash(&id)
 		if other, ok := hashes[h]; ok {
 			t.Fatalf("%+v and %+v share the hash %#x", id, other, h)
 		}

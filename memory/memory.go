@@ -170,17 +170,21 @@ func (o *op) run(st *sluice.State, now int64, res *sluice.Result) {
 func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o *op, res *sluice.Result) (applied bool) {
 	now := s.now()
 	id := idOf(p, key)
-	h := s.hash(id)
+	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	i, found := sh.find(h, id)
+	i, found := sh.find(h, &id)
 	var next sluice.State
 	var logCap logCapacity
+	oldLen := 0 // next.Log.Len(), without copying the Log to ask
 	if found {
-		sh.entries[i].load(&next)
-		logCap = sh.entries[i].logCap
+		e := &sh.entries[i]
+		e.load(&next)
+		logCap = e.logCap
+		if e.log != nil {
+			oldLen = e.log.Len()
+		}
 	}
-	oldLen := next.Log.Len()
 	if o == nil {
 		sluice.DecideInPlace(p, &next, now, cost, res)
 	} else {
@@ -217,7 +221,7 @@ func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Pol
 	grown := (int64(logCap) - int64(sh.entries[i].logCap)) * logEntryBytes
 	sh.entries[i].pinned = true
 	ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
-	i, _ = sh.find(h, id) // evictions move entries
+	i, _ = sh.find(h, &id) // evictions move entries
 	sh.entries[i].pinned = false
 	if !ok {
 		*res = s.refusal(p, wait)
@@ -243,10 +247,10 @@ func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *s
 // Reset implements sluice.Resetter: it forgets the state of (p, key).
 func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
 	id := idOf(p, key)
-	h := s.hash(id)
+	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	if i, ok := sh.find(h, id); ok {
+	if i, ok := sh.find(h, &id); ok {
 		sh.remove(int(i))
 	}
 	sh.mu.Unlock()
@@ -273,11 +277,11 @@ func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 	now := s.now()
 	for _, a := range sluice.Algorithms {
 		id := entryKey{policy: policy, alg: algorithmIndex(a), key: key}
-		h := s.hash(id)
+		h := s.hash(&id)
 		sh := &s.shards[h&s.mask]
 		sh.mu.Lock()
 		var expires int64
-		if i, ok := sh.find(h, id); ok {
+		if i, ok := sh.find(h, &id); ok {
 			expires = sh.entries[i].expires
 		}
 		sh.mu.Unlock()
@@ -291,7 +295,7 @@ func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 // hash is computed once per decision: its low bits pick the shard, and the
 // shard indexes entries by it. The seed is random per store, so nobody can pick
 // keys that collide.
-func (s *Store) hash(id entryKey) uint64 {
+func (s *Store) hash(id *entryKey) uint64 {
 	// Two one-shot hashes are cheaper than streaming both strings through a
 	// maphash.Hash; the rotation keeps (p, k) and (k, p) apart.
 	//
