@@ -11,8 +11,14 @@ import (
 // DecideInPlace keeps Decide's rules for the state it overwrites: a denial or
 // a peek leaves it exactly as it was (a sliding log untrimmed, a refill time
 // unmoved), an admission writes what Decide returns, and a state aged back to
-// initial becomes the zero State.
+// initial becomes the zero State. The Result it writes replaces every field
+// of what *res held before.
 func TestDecideInPlaceKeepsDecideRules(t *testing.T) {
+	inPlace := func(p *sluice.Policy, st *sluice.State, now, cost int64) sluice.Result {
+		res := sluice.Result{Allowed: true, Limit: -1, Remaining: -1, RetryAfter: -1, ResetAfter: -1, Delay: -1, Degraded: true}
+		sluice.DecideInPlace(p, st, now, cost, &res)
+		return res
+	}
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	for _, a := range sluice.Algorithms {
 		t.Run(string(a), func(t *testing.T) {
@@ -21,7 +27,7 @@ func TestDecideInPlaceKeepsDecideRules(t *testing.T) {
 			now := start
 			for i := range 4 { // admissions, 100ms apart: the oldest log entries age first
 				want, wantRes := sluice.Decide(p, st, now, 1)
-				res := sluice.DecideInPlace(p, &st, now, 1)
+				res := inPlace(p, &st, now, 1)
 				if res != wantRes || !reflect.DeepEqual(st, want) {
 					t.Fatalf("admission %d: in place %+v %+v, Decide %+v %+v", i, res, st, wantRes, want)
 				}
@@ -33,7 +39,7 @@ func TestDecideInPlaceKeepsDecideRules(t *testing.T) {
 			for _, at := range []int64{350_000, 1_050_000} {
 				for _, cost := range []int64{4, 0} {
 					got := st
-					res := sluice.DecideInPlace(p, &got, start+at, cost)
+					res := inPlace(p, &got, start+at, cost)
 					want, wantRes := sluice.Decide(p, st, start+at, cost)
 					if res != wantRes || !reflect.DeepEqual(got, want) {
 						t.Fatalf("cost %d at +%dµs: in place %+v %+v, Decide %+v %+v", cost, at, res, got, wantRes, want)
@@ -47,7 +53,7 @@ func TestDecideInPlaceKeepsDecideRules(t *testing.T) {
 				}
 			}
 			// Long after: back to initial, even for a peek.
-			if res := sluice.DecideInPlace(p, &st, start+time.Hour.Microseconds(), 0); res.ResetAfter != 0 || !reflect.DeepEqual(st, sluice.State{}) {
+			if res := inPlace(p, &st, start+time.Hour.Microseconds(), 0); res.ResetAfter != 0 || !reflect.DeepEqual(st, sluice.State{}) {
 				t.Fatalf("an hour later: %+v, state %+v, want the zero State", res, st)
 			}
 		})

@@ -5,7 +5,7 @@ package sluice
 // count + n ≤ L; when denied, the same request passes as soon as the next window
 // opens. At most L pass per window, but 2L can pass within one period that
 // straddles a boundary.
-func fixedWindow(p *Policy, s *State, now, n int64) Result {
+func fixedWindow(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
 	if now < s.Time {
 		now = s.Time // time ran backwards: no time has passed
@@ -15,7 +15,7 @@ func fixedWindow(p *Policy, s *State, now, n int64) Result {
 	if s.Time >= start {
 		count = s.Count
 	}
-	res := Result{Limit: limit}
+	*res = Result{Limit: limit}
 	if n == 0 || count+n <= limit { // a peek is allowed even over a lowered limit
 		count += n
 		res.Allowed = true
@@ -25,11 +25,10 @@ func fixedWindow(p *Policy, s *State, now, n int64) Result {
 	res.Remaining = max(0, limit-count) // count exceeds a limit lowered since
 	if count == 0 {
 		*s = State{}
-		return res
+		return
 	}
 	res.ResetAfter = micros(start + period - now)
 	if res.Allowed && n > 0 { // a peek or a denial changes nothing
 		*s = State{Time: now, Count: count}
 	}
-	return res
 }

@@ -10,20 +10,19 @@ package sluice
 // State.Count is the tolerance B·T of the policy that made the last admission
 // (0 for a state written before it was kept: then the current policy's). It only
 // tells a clock that ran backwards from a policy that shrank: see gcraNow.
-func gcra(p *Policy, s *State, now, n int64) Result {
-	res, _ := gcraDecide(p, s, now, n)
-	return res
+func gcra(p *Policy, s *State, now, n int64, res *Result) {
+	gcraDecide(p, s, now, n, res)
 }
 
 // gcraDecide also returns the admitted request's departure wait, max(TAT, now) −
 // now, which the leaky bucket reports as Delay.
-func gcraDecide(p *Policy, s *State, now, n int64) (Result, int64) {
+func gcraDecide(p *Policy, s *State, now, n int64, res *Result) (wait int64) {
 	interval := p.emissionInterval()
 	tolerance := p.capacity() * interval
 	now = gcraNow(s, now, tolerance)
 	tat := max(s.Time, now)
-	wait := tat - now
-	res := Result{Limit: p.Limit}
+	wait = tat - now
+	*res = Result{Limit: p.Limit}
 	if n == 0 || wait+n*interval <= tolerance { // a peek is allowed even past a shrunk bucket
 		tat += n * interval
 		res.Allowed = true
@@ -35,13 +34,13 @@ func gcraDecide(p *Policy, s *State, now, n int64) (Result, int64) {
 	}
 	if tat <= now {
 		*s = State{}
-		return res, wait
+		return wait
 	}
 	res.ResetAfter = micros(tat - now)
 	if res.Allowed && n > 0 {
 		*s = State{Time: tat, Count: tolerance}
 	}
-	return res, wait
+	return wait
 }
 
 // gcraNow is the instant a decision on s runs at. An admission at t leaves TAT ≤

@@ -5,10 +5,9 @@ package sluice
 // GCRA's rule; what the leaky bucket adds is Delay: the admitted request leaves
 // the queue at max(TAT, now), so departures are spaced n·T apart and the upstream
 // sees a constant rate.
-func leakyBucket(p *Policy, s *State, now, n int64) Result {
-	res, wait := gcraDecide(p, s, now, n)
+func leakyBucket(p *Policy, s *State, now, n int64, res *Result) {
+	wait := gcraDecide(p, s, now, n, res)
 	if res.Allowed && n > 0 { // a peek admits nothing, so nothing waits
 		res.Delay = micros(wait)
 	}
-	return res
 }

@@ -4,7 +4,7 @@ package sluice
 // oldest first, and State.Count their sum. An entry admitted at ts counts until
 // ts + P. A request is admitted iff sum + n ≤ L, so at most L pass in every span
 // (t−P, t] — exactly, at the price of one entry per admitted request.
-func slidingLog(p *Policy, s *State, now, n int64) Result {
+func slidingLog(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
 	log, sum := s.Log, s.Count
 	if last, ok := log.newest(); ok && now < last.Time {
@@ -14,7 +14,7 @@ func slidingLog(p *Policy, s *State, now, n int64) Result {
 		sum -= log.oldest().Cost
 		log = log.dropOldest()
 	}
-	res := Result{Limit: limit}
+	*res = Result{Limit: limit}
 	if n == 0 || sum+n <= limit { // a peek is allowed even over a lowered limit
 		if n > 0 {
 			if s.Log.full() {
@@ -42,13 +42,12 @@ func slidingLog(p *Policy, s *State, now, n int64) Result {
 	newest, ok := log.newest()
 	if !ok {
 		*s = State{}
-		return res
+		return
 	}
 	res.ResetAfter = micros(newest.Time + period - now)
 	if res.Allowed && n > 0 { // a peek or a denial keeps the untrimmed log
 		*s = State{Log: log, Count: sum}
 	}
-	return res
 }
 
 // LogEntry is one admitted request of a sliding log.

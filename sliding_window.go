@@ -7,7 +7,7 @@ package sluice
 // inside the sliding period (now−P, now] is prev·(P−e)/P, e = now − start.
 // A request is admitted iff prev·(P−e)/P + cur + n ≤ L, compared exactly as
 // prev·(P−e) + (cur+n)·P ≤ L·P (Policy.Validate keeps L·P at most 2^53).
-func slidingWindow(p *Policy, s *State, now, n int64) Result {
+func slidingWindow(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
 	if now < s.Time {
 		now = s.Time // time ran backwards: no time has passed
@@ -21,7 +21,7 @@ func slidingWindow(p *Policy, s *State, now, n int64) Result {
 		prev = s.Count
 	}
 	e := now - start
-	res := Result{Limit: limit}
+	*res = Result{Limit: limit}
 	if n == 0 || cur+n <= limit && prev*(period-e) <= (limit-cur-n)*period {
 		cur += n
 		res.Allowed = true
@@ -37,12 +37,11 @@ func slidingWindow(p *Policy, s *State, now, n int64) Result {
 		res.ResetAfter = micros(start + period - now)
 	default:
 		*s = State{}
-		return res
+		return
 	}
 	if res.Allowed && n > 0 { // a peek or a denial changes nothing
 		*s = State{Time: now, Count: cur, Prev: prev}
 	}
-	return res
 }
 
 // slidingWindowRetry solves for the first instant the request is admitted: the

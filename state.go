@@ -25,34 +25,38 @@ type State struct {
 // buffer, but only appends beyond s's entries, so s stays intact until the caller
 // replaces it — which lets a store try a batch and drop it.
 func Decide(p *Policy, s State, now, cost int64) (State, Result) {
-	res := DecideInPlace(p, &s, now, cost)
+	var res Result
+	DecideInPlace(p, &s, now, cost, &res)
 	return s, res
 }
 
-// DecideInPlace is Decide updating *s to the new state instead of returning
-// it: a store that holds the state in a variable it may overwrite saves
-// copying the state and the result through the calls. The rules are Decide's:
+// DecideInPlace is Decide updating *s to the new state and writing the Result
+// into *res instead of returning them: a store that holds both in variables it
+// may overwrite saves copying them through the calls. The rules are Decide's:
 // *s changes only on an admission of cost > 0, or to the zero State when it has
 // aged back to initial (ResetAfter 0); a peek or a denial leaves it exactly as
 // it was (not a trimmed log or a moved refill time), so every store holds the
 // same state afterwards.
-func DecideInPlace(p *Policy, s *State, now, cost int64) Result {
+func DecideInPlace(p *Policy, s *State, now, cost int64, res *Result) {
 	// Each algorithm applies those rules itself, writing *s at most once at
 	// its end: building a whole next State to throw away on a denial is what
-	// this avoids.
+	// this avoids. Each writes *res field by field where it stands: a Result
+	// built in a local and returned was copied at every level, and reading it
+	// back in wide loads from narrow stores stalled.
 	switch p.Algorithm {
 	case FixedWindow:
-		return fixedWindow(p, s, now, cost)
+		fixedWindow(p, s, now, cost, res)
 	case SlidingLog:
-		return slidingLog(p, s, now, cost)
+		slidingLog(p, s, now, cost, res)
 	case SlidingWindow:
-		return slidingWindow(p, s, now, cost)
+		slidingWindow(p, s, now, cost, res)
 	case TokenBucket:
-		return tokenBucket(p, s, now, cost)
+		tokenBucket(p, s, now, cost, res)
 	case LeakyBucket:
-		return leakyBucket(p, s, now, cost)
+		leakyBucket(p, s, now, cost, res)
+	default:
+		gcra(p, s, now, cost, res)
 	}
-	return gcra(p, s, now, cost)
 }
 
 // micros converts microseconds to a Duration.

@@ -30,6 +30,13 @@ type Store interface {
 // CheckRequest reports whether a request carries a key and a cost its (already
 // validated) policy can decide: ErrInvalidKey, ErrInvalidCost or ErrExceedsCapacity.
 func CheckRequest(req Request) error {
+	// The common request passes on integer compares alone: a cost within both
+	// Limit and Burst is within the capacity, whichever of them it is, with no
+	// look at the algorithm.
+	p := req.Policy
+	if n := len(req.Key); n != 0 && n <= MaxKeyLen && req.Cost >= 0 && req.Cost <= p.Limit && (p.Burst == 0 || req.Cost <= p.Burst) {
+		return nil
+	}
 	if req.Key == "" {
 		return errInvalidKeyEmpty
 	}

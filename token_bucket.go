@@ -6,7 +6,7 @@ package sluice
 // units is admitted iff the bucket holds n tokens after refilling. After the
 // policy's bucket shrank, the missing credit may exceed B·T: the bucket holds
 // less than nothing until enough has refilled.
-func tokenBucket(p *Policy, s *State, now, n int64) Result {
+func tokenBucket(p *Policy, s *State, now, n int64, res *Result) {
 	interval := p.emissionInterval()
 	full := p.capacity() * interval
 	missing, last := s.Count, s.Time
@@ -14,7 +14,7 @@ func tokenBucket(p *Policy, s *State, now, n int64) Result {
 		missing = max(0, missing-(now-last))
 		last = now
 	} // else the clock ran backwards: no time has passed
-	res := Result{Limit: p.Limit}
+	*res = Result{Limit: p.Limit}
 	if n == 0 || missing+n*interval <= full { // a peek is allowed even past a shrunk bucket
 		missing += n * interval
 		res.Allowed = true
@@ -28,11 +28,10 @@ func tokenBucket(p *Policy, s *State, now, n int64) Result {
 	}
 	if missing == 0 {
 		*s = State{}
-		return res
+		return
 	}
 	res.ResetAfter = micros(missing)
 	if res.Allowed && n > 0 { // a peek or a denial keeps the refill time
 		*s = State{Time: last, Count: missing}
 	}
-	return res
 }

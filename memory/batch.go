@@ -32,7 +32,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	for i, r := range reqs {
 		it := &b[i]
 		it.id = idOf(r.Policy, r.Key)
-		it.hash = s.hash(it.id)
+		it.hash = s.hash(&it.id)
 		it.shard = &s.shards[it.hash&s.mask]
 		locked = insertSorted(locked, int(it.hash&s.mask))
 	}
@@ -49,7 +49,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	var retry time.Duration
 	for i, r := range reqs {
 		it := &b[i]
-		if j, ok := it.shard.find(it.hash, it.id); ok {
+		if j, ok := it.shard.find(it.hash, &it.id); ok {
 			it.found = true
 			e := &it.shard.entries[j]
 			e.load(&it.old)
@@ -74,7 +74,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	}
 	for i, r := range reqs {
 		it := &b[i]
-		j, found := it.shard.find(it.hash, it.id)
+		j, found := it.shard.find(it.hash, &it.id)
 		switch {
 		case results[i].ResetAfter == 0:
 			if found {
@@ -104,7 +104,7 @@ func denyAll(reqs []sluice.Request, b []batchItem, results []sluice.Result, now 
 // for one request never evicts another's.
 func pinBatch(b []batchItem, pinned bool) {
 	for i := range b {
-		if j, ok := b[i].shard.find(b[i].hash, b[i].id); ok {
+		if j, ok := b[i].shard.find(b[i].hash, &b[i].id); ok {
 			b[i].shard.entries[j].pinned = pinned
 		}
 	}
@@ -120,7 +120,7 @@ func (s *Store) makeBatchRoom(reqs []sluice.Request, b []batchItem, results []sl
 		}
 		it.logCap = nextLogCap(it.oldCap, it.old.Log.Len(), &it.next, r.Cost > 0)
 		it.needBytes = entryBytes(len(it.id.key), it.logCap)
-		if j, ok := it.shard.find(it.hash, it.id); ok {
+		if j, ok := it.shard.find(it.hash, &it.id); ok {
 			e := &it.shard.entries[j]
 			it.u = e.usage
 			it.needBytes -= entryBytes(e.key.len(), e.logCap)

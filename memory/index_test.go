@@ -32,7 +32,7 @@ func TestIndexMatchesAMap(t *testing.T) {
 				key := "k" + strconv.Itoa(rng.IntN(500))
 				h := hashOf(key)
 				id := idOf(p, key)
-				i, found := sh.find(h, id)
+				i, found := sh.find(h, &id)
 				if _, ok := want[key]; ok != found {
 					t.Fatalf("step %d: %s found %v, want %v", step, key, found, ok)
 				}

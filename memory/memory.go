@@ -122,7 +122,8 @@ func (s *Store) now() int64 {
 
 // Decide implements sluice.Store.
 func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
-	res, _ := s.apply(req.Policy, req.Key, req.Cost, req.Cost > 0, nil)
+	var res sluice.Result
+	s.apply(req.Policy, req.Key, req.Cost, req.Cost > 0, nil, &res)
 	return res, nil
 }
 
@@ -144,14 +145,16 @@ const (
 	opRelease
 )
 
-// run changes *st in place and returns the Result the entry's expiry follows.
-func (o *op) run(st *sluice.State, now int64) sluice.Result {
+// run changes *st in place and writes into *res the Result the entry's expiry
+// follows.
+func (o *op) run(st *sluice.State, now int64, res *sluice.Result) {
 	if o.kind == opReserve {
 		*st, o.r = sluice.Reserve(o.req.Policy, *st, now, o.req.Cost, o.upTo)
-		return o.r.Result
+		*res = o.r.Result
+		return
 	}
 	*st = sluice.Refund(o.req.Policy, *st, now, o.r, o.unused) // opRelease
-	return sluice.DecideInPlace(o.req.Policy, st, now, 0)      // for the new expiry
+	sluice.DecideInPlace(o.req.Policy, st, now, 0, res)        // for the new expiry
 }
 
 // apply replaces the state of (p, key) with what o makes of it at the
@@ -160,26 +163,32 @@ func (o *op) run(st *sluice.State, now int64) sluice.Result {
 // building an op or calling through one.
 // The state is changed in a copy (cheaper than passing states by value), so
 // a refusal keeps the stored one. consumes says whether an allowed result
-// consumed units (a log's buffer may grow). When the bounds leave no room it
-// stores nothing and returns the denial instead, with applied false.
-func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o *op) (res sluice.Result, applied bool) {
+// consumed units (a log's buffer may grow). It writes the result into *res
+// (the caller's, rather than a copy per call returned through each). When the
+// bounds leave no room it stores nothing and writes the denial instead,
+// returning false.
+func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o *op, res *sluice.Result) (applied bool) {
 	now := s.now()
 	id := idOf(p, key)
-	h := s.hash(id)
+	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	i, found := sh.find(h, id)
+	i, found := sh.find(h, &id)
 	var next sluice.State
 	var logCap logCapacity
+	oldLen := 0 // next.Log.Len(), without copying the Log to ask
 	if found {
-		sh.entries[i].load(&next)
-		logCap = sh.entries[i].logCap
+		e := &sh.entries[i]
+		e.load(&next)
+		logCap = e.logCap
+		if e.log != nil {
+			oldLen = e.log.Len()
+		}
 	}
-	oldLen := next.Log.Len()
 	if o == nil {
-		res = sluice.DecideInPlace(p, &next, now, cost)
+		sluice.DecideInPlace(p, &next, now, cost, res)
 	} else {
-		res = o.run(&next, now)
+		o.run(&next, now, res)
 	}
 	applied = true
 	switch {
@@ -188,58 +197,60 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 			sh.remove(int(i))
 		}
 	case found && o == nil && (cost == 0 || !res.Allowed):
-		sh.keep(i, p, &res, now) // a peek or a denial leaves the state as it was
+		sh.keep(i, p, res, now) // a peek or a denial leaves the state as it was
 	case found:
 		logCap = nextLogCap(logCap, oldLen, &next, res.Allowed && consumes)
 		if logCap > sh.entries[i].logCap {
-			i, res, applied = s.growLog(sh, h, id, i, p, logCap, now, res)
+			i, applied = s.growLog(sh, h, id, i, p, logCap, now, res)
 		}
 		if applied {
-			sh.update(i, p, &next, &res, now, logCap)
+			sh.update(i, p, &next, res, now, logCap)
 		}
 	default:
 		logCap = nextLogCap(0, 0, &next, res.Allowed && consumes)
-		res, applied = s.insert(sh, h, id, p, &next, res, now, logCap)
+		applied = s.insert(sh, h, id, p, &next, res, now, logCap)
 	}
 	sh.mu.Unlock()
-	return res, applied
+	return applied
 }
 
 // growLog makes room in sh for entry i's log to grow to logCap entries. When
-// there is none it returns the refusal and false; otherwise the entry's
-// position, which evictions may have moved, and res unchanged.
-func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Policy, logCap logCapacity, now int64, res sluice.Result) (int32, sluice.Result, bool) {
+// there is none it writes the refusal into *res and returns false; otherwise
+// the entry's position, which evictions may have moved, and true.
+func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Policy, logCap logCapacity, now int64, res *sluice.Result) (int32, bool) {
 	grown := (int64(logCap) - int64(sh.entries[i].logCap)) * logEntryBytes
 	sh.entries[i].pinned = true
 	ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
-	i, _ = sh.find(h, id) // evictions move entries
+	i, _ = sh.find(h, &id) // evictions move entries
 	sh.entries[i].pinned = false
 	if !ok {
-		return i, s.refusal(p, wait), false
+		*res = s.refusal(p, wait)
+		return i, false
 	}
-	return i, res, true
+	return i, true
 }
 
-// insert stores a new key's state, res being the decision that produced it,
-// within the bounds: it returns res and true, or the refusal and false when
-// there is no room.
-func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *sluice.State, res sluice.Result, now int64, logCap logCapacity) (sluice.Result, bool) {
+// insert stores a new key's state, *res being the decision that produced it,
+// within the bounds: it returns true, or writes the refusal into *res and
+// returns false when there is no room.
+func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) bool {
 	sh.sweep(now, sweepPerInsert)
 	u := s.budgets.usage(p.Name)
 	if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {
-		return s.refusal(p, wait), false
+		*res = s.refusal(p, wait)
+		return false
 	}
-	sh.insert(h, id, u, p, st, &res, now, logCap)
-	return res, true
+	sh.insert(h, id, u, p, st, res, now, logCap)
+	return true
 }
 
 // Reset implements sluice.Resetter: it forgets the state of (p, key).
 func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
 	id := idOf(p, key)
-	h := s.hash(id)
+	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
-	if i, ok := sh.find(h, id); ok {
+	if i, ok := sh.find(h, &id); ok {
 		sh.remove(int(i))
 	}
 	sh.mu.Unlock()
@@ -266,11 +277,11 @@ func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 	now := s.now()
 	for _, a := range sluice.Algorithms {
 		id := entryKey{policy: policy, alg: algorithmIndex(a), key: key}
-		h := s.hash(id)
+		h := s.hash(&id)
 		sh := &s.shards[h&s.mask]
 		sh.mu.Lock()
 		var expires int64
-		if i, ok := sh.find(h, id); ok {
+		if i, ok := sh.find(h, &id); ok {
 			expires = sh.entries[i].expires
 		}
 		sh.mu.Unlock()
@@ -284,7 +295,7 @@ func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 // hash is computed once per decision: its low bits pick the shard, and the
 // shard indexes entries by it. The seed is random per store, so nobody can pick
 // keys that collide.
-func (s *Store) hash(id entryKey) uint64 {
+func (s *Store) hash(id *entryKey) uint64 {
 	// Two one-shot hashes are cheaper than streaming both strings through a
 	// maphash.Hash; the rotation keeps (p, k) and (k, p) apart.
 	//

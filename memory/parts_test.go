@@ -41,7 +41,7 @@ func BenchmarkParts(b *testing.B) {
 		b.Fatal(err)
 	}
 	id := idOf(p, key)
-	h := s.hash(id)
+	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	var sink int64
 	parts := []struct {
@@ -49,16 +49,18 @@ func BenchmarkParts(b *testing.B) {
 		run  func()
 	}{
 		{"clock", func() { sink += s.now() }},
-		{"hash", func() { sink += int64(s.hash(idOf(p, key))) }},
+		{"hash", func() { id := idOf(p, key); sink += int64(s.hash(&id)) }},
 		{"lock", func() {
 			sh.mu.Lock()
 			sink++ // what a decision does under the lock is timed apart
 			sh.mu.Unlock()
 		}},
-		{"find", func() { i, _ := sh.find(h, id); sink += int64(i) }},
+		{"find", func() { i, _ := sh.find(h, &id); sink += int64(i) }},
 		{"decide", func() { // an admission on a new key's state
 			var st sluice.State
-			sink += sluice.DecideInPlace(p, &st, 1e15, 1).Remaining
+			var res sluice.Result
+			sluice.DecideInPlace(p, &st, 1e15, 1, &res)
+			sink += res.Remaining
 		}},
 		{"store", func() { s.Decide(ctx, sluice.Request{Policy: p, Key: key, Cost: 1}) }},
 		{"limiter", func() { l.AllowN(ctx, key, 1) }},

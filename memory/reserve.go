@@ -16,8 +16,8 @@ func (s *Store) Reserve(_ context.Context, req sluice.Request, upTo int64) (slui
 		return sluice.Reservation{}, fmt.Errorf("memory: Reserve %s: %w", req.Policy.Algorithm, sluice.ErrNotReservable)
 	}
 	o := op{kind: opReserve, req: req, upTo: upTo}
-	res, applied := s.apply(req.Policy, req.Key, req.Cost, true, &o)
-	if !applied { // no room for the key: nothing reserved
+	var res sluice.Result
+	if !s.apply(req.Policy, req.Key, req.Cost, true, &o, &res) { // no room for the key: nothing reserved
 		return sluice.Reservation{Result: res}, nil
 	}
 	return o.r, nil
@@ -28,6 +28,7 @@ func (s *Store) Release(_ context.Context, req sluice.Request, r sluice.Reservat
 	if !sluice.Reservable(req.Policy.Algorithm) {
 		return fmt.Errorf("memory: Release %s: %w", req.Policy.Algorithm, sluice.ErrNotReservable)
 	}
-	s.apply(req.Policy, req.Key, 0, false, &op{kind: opRelease, req: req, r: r, unused: unused})
+	var res sluice.Result
+	s.apply(req.Policy, req.Key, 0, false, &op{kind: opRelease, req: req, r: r, unused: unused}, &res)
 	return nil
 }

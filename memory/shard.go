@@ -28,7 +28,7 @@ const sweepPerInsert = 2
 const evictSample, sampleReach = 8, 32
 
 // find returns the position of id's entry.
-func (sh *shard) find(h uint64, id entryKey) (int32, bool) {
+func (sh *shard) find(h uint64, id *entryKey) (int32, bool) {
 	slots := sh.index.slots
 	mask := len(slots) - 1
 	if mask < 0 {

@@ -44,7 +44,7 @@ func testShardHashCollisions(t *testing.T, prefix string, removeFirst bool) {
 		if i >= 3 {
 			hash = uint64(100+i) << 32
 		}
-		j, ok := sh.find(hash, ids[i])
+		j, ok := sh.find(hash, &ids[i])
 		var st sluice.State
 		if ok {
 			sh.entries[j].load(&st)
@@ -60,7 +60,7 @@ func testShardHashCollisions(t *testing.T, prefix string, removeFirst bool) {
 	if removeFirst {
 		victim = 0 // the first, whose slot the others shift into
 	}
-	j, _ := sh.find(h, ids[victim])
+	j, _ := sh.find(h, &ids[victim])
 	sh.remove(int(j))
 	for i := range ids {
 		st, ok := find(i)
