@@ -28,8 +28,9 @@ type lease struct {
 	seenLeft int64 // what the store had left at the last answer (-1: unknown)
 	seenAt   int64 // node clock of that answer
 
-	size  int64 // the rate-driven size of the next reservation
-	sized bool  // size already adapted to how the current lease went
+	size     int64 // the rate-driven size of the next reservation
+	sized    bool  // size already adapted to how the current lease went
+	installs int   // leases installed for the key so far
 
 	denial      sluice.Result // the store's last denial, answered locally until deniedUntil
 	deniedUntil int64
@@ -96,9 +97,18 @@ func (l *lease) settle(r sluice.Reservation, err error, cost, size, now int64, t
 	return l.admitted(now), nil
 }
 
+// firstRateMargin multiplies the rate measured on a key's first lease when
+// sizing its second. That rate is one unit over one gap between requests, a
+// noisy estimate: a second lease sized on a long gap ran out within seconds
+// and cost a renewal (most of the Redis calls of 10,000 keys after a warm-up).
+// Two TTLs of it rarely run out early; what is left when the TTL ends is given
+// back, as any lease's leftover. A key seen once reserves one unit as before.
+const firstRateMargin = 2
+
 // nextSize is the size of the reservation to make now for a request of cost:
 // one TTL of the node's own rate, measured on the current lease (units it
-// used ÷ how long it lasted); at most maxLease; and for a fixed window at most
+// used ÷ how long it lasted; firstRateMargin TTLs after the key's first
+// lease); at most maxLease; and for a fixed window at most
 // a quarter of what the store has left (so near the limit leases shrink to
 // single units, and few are stranded until the window ends) — but never
 // below cost. A bucket's lease takes what is left instead, and a partial
@@ -108,7 +118,11 @@ func (l *lease) nextSize(cost, now, maxLease int64, ttl time.Duration) int64 {
 		l.sized = true
 		used := float64(l.res.Granted - l.left)
 		lasted := float64(max(1, min(now, l.expires)-l.start))
-		l.size = int64(min(float64(maxLease), math.Ceil(used*float64(ttl.Microseconds())/lasted)))
+		size := used * float64(ttl.Microseconds()) / lasted
+		if l.installs == 1 {
+			size *= firstRateMargin
+		}
+		l.size = int64(min(float64(maxLease), math.Ceil(size)))
 	}
 	l.size = min(max(1, l.size), maxLease)
 	size := l.size
@@ -141,6 +155,7 @@ func (l *lease) install(r sluice.Reservation, asked, now int64, ttl time.Duratio
 		l.short = 0
 	}
 	l.res, l.left, l.start, l.sized, l.renewTried = r, r.Granted, now, false, false
+	l.installs++
 	l.expires = now + ttl.Microseconds()
 	l.resetAt = now + r.Result.ResetAfter.Microseconds()
 	if l.policy.Algorithm == sluice.FixedWindow {

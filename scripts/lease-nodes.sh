@@ -32,7 +32,10 @@
 # Usage: scripts/lease-nodes.sh              (from the repository root)
 # Env:  ROUNDS (3), DURATION (10s), CONCURRENCY (64 per node), KEYS (10000),
 #       LIMIT (1000000000), LOADS ("hot keys"), VARIANTS ("lease redis memory"),
-#       WARMUP (0s: none), BASE (the revision the base variant is built from)
+#       WARMUP (0s: none), BASE (the revision the base variant is built from),
+#       STATS (1: after each run, print to stderr every command Redis ran in
+#       it, with its calls and µs, from INFO commandstats; a script's own
+#       GET, SET, TIME count there too)
 # Output: one CSV line per run (round,load,variant,rps_node0,rps_node1,
 # decisions,errors,cpu_us_per_decision,calls_per_decision,
 # node0_cpu_us_per_request,node1_cpu_us_per_request: each serve process's
@@ -51,6 +54,7 @@ LOADS=${LOADS:-hot keys}
 VARIANTS=${VARIANTS:-lease redis memory}
 WARMUP=${WARMUP:-0s}
 BASE=${BASE:-}
+STATS=${STATS:-0}
 
 require lease-nodes.sh redis-server redis-cli curl python3
 
@@ -157,6 +161,10 @@ for round in $(seq "$ROUNDS"); do
 			n1=$(node_cpu)
 			c1=$(redis_cpu)
 			read -r k _ _ < <(script_stats)
+			if [[ $STATS == 1 ]]; then
+				cli INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v run="$round,$load,$variant" '
+					/^cmdstat_/ { sub(/^cmdstat_/, "", $1); printf "# %s: %s calls=%s usec=%s\n", run, $1, $3, $5 }' >&2
+			fi
 			stop
 			line=$(python3 -c '
 import json, sys
