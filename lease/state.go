@@ -103,6 +103,10 @@ func (l *lease) settle(r sluice.Reservation, err error, cost, size, now int64, t
 // and cost a renewal (most of the Redis calls of 10,000 keys after a warm-up).
 // Two TTLs of it rarely run out early; what is left when the TTL ends is given
 // back, as any lease's leftover. A key seen once reserves one unit as before.
+// The margin applies only while the store has at least half its capacity left
+// and the lease takes at most a quarter of that: near the limit, units held
+// for a rate that may not come are units other nodes are denied
+// (utilization), so the lease is one TTL's worth.
 const firstRateMargin = 2
 
 // nextSize is the size of the reservation to make now for a request of cost:
@@ -119,7 +123,7 @@ func (l *lease) nextSize(cost, now, maxLease int64, ttl time.Duration) int64 {
 		used := float64(l.res.Granted - l.left)
 		lasted := float64(max(1, min(now, l.expires)-l.start))
 		size := used * float64(ttl.Microseconds()) / lasted
-		if l.installs == 1 {
+		if left, ok := l.globalLeft(now); l.installs == 1 && ok && left >= l.policy.Capacity()/2 && size*firstRateMargin <= float64(left)/4 {
 			size *= firstRateMargin
 		}
 		l.size = int64(min(float64(maxLease), math.Ceil(size)))
