@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -18,12 +17,7 @@ import (
 // and wants every item's result to equal the memory store's, deciding the
 // items alone in the order the batch did.
 func FuzzBatch(f *testing.F) {
-	srv := redistest.Start(f)
-	s, err := Open(srv.URL(), WithTimeout(testTimeout))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(s.Close)
+	s := openForFuzz(f)
 	var pols []*sluice.Policy
 	for _, a := range sluice.Algorithms {
 		pols = append(pols, &sluice.Policy{Name: "fuzz-" + string(a), Algorithm: a, Limit: 3, Period: time.Minute})

@@ -60,6 +60,9 @@ type waiter struct {
 	one     [1]sluice.Request // a Decide's reqs
 	oneKey  [1]string         // and keys
 	oneRes  [1]sluice.Result  // and results
+	reserve bool              // a Reserve's request (reserve.go), queued apart
+	upTo    int64             // the most units it asks for
+	res     sluice.Reservation
 }
 
 // submit decides w in the queue of its node: at once if no call is in flight
@@ -70,16 +73,17 @@ func (s *Store) submit(w *waiter) error {
 		s.runBatch(w.ctx, []*waiter{w})
 		return w.err
 	}
-	s.q.mu.Lock()
-	queue, busy := s.q.m[qk]
+	q := s.queuesOf(w)
+	q.mu.Lock()
+	queue, busy := q.m[qk]
 	if !busy {
-		if s.q.m == nil {
-			s.q.m = map[queueKey][]*waiter{}
+		if q.m == nil {
+			q.m = map[queueKey][]*waiter{}
 		}
-		s.q.m[qk] = nil // a call is in flight: later items queue
-		s.q.mu.Unlock()
+		q.m[qk] = nil // a call is in flight: later items queue
+		q.mu.Unlock()
 		s.runBatch(w.ctx, []*waiter{w})
-		s.handOff(qk)
+		s.handOff(q, qk)
 		return w.err
 	}
 	if w.all {
@@ -88,8 +92,8 @@ func (s *Store) submit(w *waiter) error {
 		w.reqs = append([]sluice.Request(nil), w.reqs...)
 	}
 	w.done = make(chan struct{})
-	s.q.m[qk] = append(queue, w)
-	s.q.mu.Unlock()
+	q.m[qk] = append(queue, w)
+	q.mu.Unlock()
 	select {
 	case <-w.done:
 		return w.err
@@ -98,6 +102,15 @@ func (s *Store) submit(w *waiter) error {
 		// that was counted errs on the safe side.
 		return w.ctx.Err()
 	}
+}
+
+// queuesOf returns the queues w joins: reservations share calls with each
+// other only (reserve_batch), decisions with decisions (decide_batch).
+func (s *Store) queuesOf(w *waiter) *queues {
+	if w.reserve {
+		return &s.rq
+	}
+	return &s.q
 }
 
 // queueOf returns the queue of an item on keys, false if it has none (a set
@@ -122,12 +135,12 @@ func (s *Store) queueOf(keys []string) (queueKey, bool) {
 // decided by the next call, on a goroutine of its own so that every waiter
 // returns when its own context ends; with no queue, qk has no call in flight
 // any more.
-func (s *Store) handOff(qk queueKey) {
-	s.q.mu.Lock()
-	defer s.q.mu.Unlock()
-	queue := s.q.m[qk]
+func (s *Store) handOff(q *queues, qk queueKey) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	queue := q.m[qk]
 	if len(queue) == 0 {
-		delete(s.q.m, qk)
+		delete(q.m, qk)
 		return
 	}
 	n, size := 1, len(queue[0].reqs)
@@ -136,12 +149,12 @@ func (s *Store) handOff(qk queueKey) {
 		n++
 	}
 	batch := queue[:n:n]
-	s.q.m[qk] = queue[n:]
+	q.m[qk] = queue[n:]
 	go func() {
 		ctx, cancel := batchContext(batch)
 		s.runBatch(ctx, batch)
 		cancel()
-		s.handOff(qk)
+		s.handOff(q, qk)
 	}()
 }
 
@@ -169,6 +182,10 @@ func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
 // error. A lone request goes by decide_one (main.lua), which costs Redis
 // less than a batch of one.
 func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
+	if batch[0].reserve {
+		s.runReserves(ctx, batch)
+		return
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var (
@@ -202,6 +219,12 @@ func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
 			off += stride
 		}
 	}
+	s.finish(order, batch)
+}
+
+// finish ends a call: the test's hook sees the items in the order the call
+// decided them, then every queued waiter of batch returns.
+func (s *Store) finish(order, batch []*waiter) {
 	if s.onBatch != nil {
 		s.onBatch(order)
 	}

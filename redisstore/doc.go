@@ -119,6 +119,11 @@
 // the first (every item of a batch was pending at once, so that is an order
 // they could have had).
 //
+// Reservations (Reserve: a lease's batches and their renewals) share calls
+// the same way, in a queue of their own per node: those that queue while a
+// reservation call is in flight go as one reserve_batch call, each made as it
+// would be alone, in arrival order, at the call's instant.
+//
 // There is one queue per node: per Redis server, per shard of a sharded store,
 // and per hash slot on a Cluster (a function's keys must share a slot there,
 // so on a Cluster it is mostly requests on one key that share calls). A

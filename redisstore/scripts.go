@@ -107,6 +107,8 @@ func (e entry) call(keys, argv string) string {
 		return "decide_batch(" + keys + ", " + argv + ")"
 	case "reset":
 		return "reset_key(" + keys + ")"
+	case "reserve_batch":
+		return "reserve_batch(" + keys + ", " + argv + ")"
 	}
 	if strings.HasSuffix(e.code, batchSuffix) {
 		return "decide_batch(" + keys + ", " + argv + ")"
@@ -133,7 +135,9 @@ func allScripts() []entry {
 		}
 	}
 	all := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog, luaTokenBucket, luaGCRA, luaLeakyBucket, luaBatch}
-	return append(es, entry{name: "batch", code: "batch", files: all}, entry{name: "reset", code: "reset", files: []string{luaReset}})
+	reserve := append(all[:len(all)-1:len(all)-1], luaReserve)
+	return append(es, entry{name: "batch", code: "batch", files: all}, entry{name: "reset", code: "reset", files: []string{luaReset}},
+		entry{name: "reserve_batch", code: "reserve_batch", files: reserve})
 }
 
 func algoFile(a sluice.Algorithm) string {
@@ -193,6 +197,9 @@ var (
 	// scriptBatch holds every algorithm, so one script serves any mix.
 	scriptBatch = scripts["batch"]
 	scriptReset = scripts["reset"]
+	// scriptReserveBatch holds every reservable algorithm, for any mix of
+	// reservations.
+	scriptReserveBatch = scripts["reserve_batch"]
 )
 
 // batchSuffix marks the batch scripts holding one algorithm: as scripts

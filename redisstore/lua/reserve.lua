@@ -1,13 +1,10 @@
--- reserve_one: take between n and m units on keys[1] at one instant, with
--- the algorithm alg: all m when the policy admits them, else as many as it
--- admits, else (fewer than n) nothing.
--- argv: now ('' = server TIME), 'v', P, L, C, T, n, m.
--- Reply: {granted, remaining, retry_after, reset_after, delay, ref1, ref2};
+-- reserve_at: take between n and m units on key at one instant (NOW), with
+-- the algorithm alg, whose P, L, C, T, n, m are argv[b..b+5]: all m when the
+-- policy admits them, else as many as it admits, else (fewer than n) nothing.
+-- It returns granted, remaining, retry_after, reset_after, delay, ref1, ref2;
 -- when nothing is granted, the denial decide_one gives a request of n.
-local function reserve_one(alg, keys, argv)
-  init(argv[1])
-  local key = keys[1]
-  local P, L, C, T, n, m = tonumber(argv[3]), tonumber(argv[4]), tonumber(argv[5]), tonumber(argv[6]), tonumber(argv[7]), tonumber(argv[8])
+local function reserve_at(alg, key, argv, b)
+  local P, L, C, T, n, m = tonumber(argv[b]), tonumber(argv[b + 1]), tonumber(argv[b + 2]), tonumber(argv[b + 3]), tonumber(argv[b + 4]), tonumber(argv[b + 5])
   local _, left = alg.decide(key, P, L, C, T, 0, NOW)
   local grant = math.min(math.max(m, n), left, C)
   if grant < n then
@@ -15,10 +12,34 @@ local function reserve_one(alg, keys, argv)
   end
   local allowed, remaining, retry, reset, delay, w, reset_at, r1, r2 = alg.decide(key, P, L, C, T, grant, NOW)
   if not allowed then
-    return { 0, remaining, retry, reset, delay, 0, 0 }
+    return 0, remaining, retry, reset, delay, 0, 0
   end
   if w then
     alg.commit(key, w, reset_at)
   end
-  return { grant, remaining, retry, reset, delay, r1 or 0, r2 or 0 }
+  return grant, remaining, retry, reset, delay, r1 or 0, r2 or 0
+end
+
+-- reserve_one: one reservation on keys[1] with the algorithm alg.
+-- argv: now ('' = server TIME), 'v', P, L, C, T, n, m.
+-- Reply: {granted, remaining, retry_after, reset_after, delay, ref1, ref2}.
+local function reserve_one(alg, keys, argv)
+  init(argv[1])
+  return { reserve_at(alg, keys[1], argv, 3) }
+end
+
+-- reserve_batch: the reservations queued for one node while its previous
+-- reservation call was in flight (coalesce.go), at one instant, in order:
+-- each is decided exactly as reserve_one decides it alone at that instant
+-- after the ones before it. argv: now ('' = server TIME), then per key of
+-- keys: code, P, L, C, T, n, m. Reply: reserve_one's seven integers per
+-- reservation, in order.
+local function reserve_batch(keys, argv)
+  init(argv[1])
+  local out = {}
+  for i = 1, #keys do
+    local a, o = 2 + (i - 1) * 7, (i - 1) * 7
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = reserve_at(ALG[argv[a]], keys[i], argv, a + 1)
+  end
+  return out
 end

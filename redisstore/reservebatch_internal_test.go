@@ -1,0 +1,241 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+// reservablePolicies returns a policy of each algorithm that can reserve.
+func reservablePolicies(limit int64) []*sluice.Policy {
+	var pols []*sluice.Policy
+	for _, a := range sluice.Algorithms {
+		if sluice.Reservable(a) {
+			pols = append(pols, &sluice.Policy{Name: "rb-" + string(a), Algorithm: a, Limit: limit, Period: time.Minute})
+		}
+	}
+	return pols
+}
+
+// openForFuzz opens a store on a redis-server of its own for f.
+func openForFuzz(f *testing.F) *Store {
+	srv := redistest.Start(f)
+	s, err := Open(srv.URL(), WithTimeout(testTimeout))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(s.Close)
+	return s
+}
+
+// FuzzReserveBatch decodes its input into one batch of reservations — a few
+// keys of every reservable algorithm, repeats of a key, costs and upTo's
+// around the limit — makes it in one call of reserve_batch, and wants each
+// reservation to equal what Reserve gets alone, in the same order at the
+// same instant, on a second set of keys.
+func FuzzReserveBatch(f *testing.F) {
+	s := openForFuzz(f)
+	pols := reservablePolicies(5)
+	f.Add([]byte{0, 3, 0, 3, 0, 3, 1, 9})                       // one key three times, then another
+	f.Add([]byte{1, 7, 3, 7, 2, 7, 6, 8, 3, 2, 0, 9, 11, 9, 4}) // keys of several algorithms
+	f.Add([]byte{5, 1, 5, 1, 5, 1, 5, 1, 5, 1, 5, 1})           // past the limit
+	f.Add([]byte{})
+	round := 0
+	f.Fuzz(func(t *testing.T, in []byte) {
+		round++
+		clock := storetest.NewClock(storetest.Epoch)
+		s.clock, s.prefix = clock, fmt.Sprintf("rfuzz%d:", round)
+		var batch []*waiter
+		var alone []sluice.Request
+		for i := 0; i+1 < len(in) && len(batch) < maxBatch; i += 2 {
+			req := sluice.Request{Policy: pols[int(in[i+1])%len(pols)], Key: fmt.Sprintf("k%d", int(in[i+1])/len(pols)%3), Cost: int64(in[i] % 3)}
+			w := &waiter{ctx: context.Background(), reserve: true, upTo: int64(in[i] / 3 % 8)}
+			w.one[0], w.oneKey[0] = req, s.Key(req.Policy, "batch-"+req.Key)
+			w.reqs, w.keys = w.one[:], w.oneKey[:]
+			batch = append(batch, w)
+			req.Key = "alone-" + req.Key
+			alone = append(alone, req)
+		}
+		if len(batch) == 0 {
+			return
+		}
+		s.runReserves(context.Background(), batch)
+		for i, w := range batch {
+			if w.err != nil {
+				t.Fatal(w.err)
+			}
+			want, err := s.Reserve(context.Background(), alone[i], w.upTo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w.res != want {
+				t.Fatalf("reservation %d of %d (%s, cost %d, up to %d): batch %+v, alone %+v",
+					i, len(batch), alone[i].Policy.Algorithm, alone[i].Cost, w.upTo, w.res, want)
+			}
+		}
+	})
+}
+
+// holdFirstCall makes s's first reservation call wait, before its waiter
+// returns, until n more reservations are queued behind it: they must then
+// share the next call. It returns the calls made, each as the waiters in the
+// order the call made them.
+func holdFirstCall(t *testing.T, s *Store, n int) func() [][]*waiter {
+	var mu sync.Mutex
+	var calls [][]*waiter
+	s.onBatch = func(order []*waiter) {
+		mu.Lock()
+		calls = append(calls, append([]*waiter(nil), order...))
+		first := len(calls) == 1
+		mu.Unlock()
+		if !first {
+			return
+		}
+		deadline := time.Now().Add(30 * time.Second) // generous: the machine is loaded
+		for {
+			s.rq.mu.Lock()
+			queued := 0
+			for _, q := range s.rq.m {
+				queued += len(q)
+			}
+			s.rq.mu.Unlock()
+			if queued >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("only %d of %d reservations queued", queued, n)
+				return
+			}
+			time.Sleep(time.Millisecond) // waiting for goroutines to queue, not for time to pass
+		}
+	}
+	return func() [][]*waiter {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([][]*waiter(nil), calls...)
+	}
+}
+
+// TestReservationsShareCalls queues reservations of many keys behind one in
+// flight: they go as one call, each gets what it gets alone, and a waiter
+// whose context ends returns its own error without failing the others.
+func TestReservationsShareCalls(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := storetest.NewClock(storetest.Epoch)
+	s, err := Open(srv.URL(), WithTimeout(testTimeout), WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pols := reservablePolicies(10)
+	const queued = 12
+	calls := holdFirstCall(t, s, queued)
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Reserve(ctx, sluice.Request{Policy: pols[0], Key: "first", Cost: 1}, 4)
+		first <- err
+	}()
+	for { // the first call is in flight once the queue exists
+		s.rq.mu.Lock()
+		n := len(s.rq.m)
+		s.rq.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	gone, cancelGone := context.WithCancel(ctx)
+	cancelGone()
+	type got struct {
+		res sluice.Reservation
+		err error
+	}
+	results := make([]got, queued)
+	reqs := make([]sluice.Request, queued)
+	var wg sync.WaitGroup
+	for i := range queued {
+		// Each (policy, key) twice: the second sees the first.
+		reqs[i] = sluice.Request{Policy: pols[i%2], Key: fmt.Sprintf("k%d", i%3), Cost: 1}
+		c := ctx
+		if i == queued-1 {
+			c = gone
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.Reserve(c, reqs[i], 6)
+			results[i] = got{r, err}
+		}()
+	}
+	wg.Wait()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	made := calls()
+	if len(made) != 2 || len(made[1]) != queued {
+		t.Fatalf("%d calls (the second of %d), want 2 (the second of %d)", len(made), len(made[len(made)-1]), queued)
+	}
+	if err := results[queued-1].err; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter that went away got %v, want context.Canceled", err)
+	}
+	// The call's order is the queue's, which the goroutines raced for:
+	// replay it alone on other keys, in that order, at the same instant.
+	// (The waiter that went away was still reserved for: its units are
+	// held until they expire, which only under-admits.)
+	s.onBatch = nil
+	for i, w := range made[1] {
+		req := w.reqs[0]
+		req.Key = "alone-" + req.Key
+		want, err := s.Reserve(ctx, req, w.upTo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.res != want {
+			t.Fatalf("reservation %d of the call (%s, key %s): shared %+v, alone %+v", i, req.Policy.Algorithm, w.reqs[0].Key, w.res, want)
+		}
+		if w.ctx.Err() == nil && w.res.Granted == 0 {
+			t.Fatalf("reservation %d granted nothing below the limit", i)
+		}
+	}
+}
+
+// TestReserveBatchFailure: when the shared call fails, every reservation in
+// it gets the error, once, and none is granted.
+func TestReserveBatchFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	clock := storetest.NewClock(storetest.Epoch)
+	s, err := Open(srv.URL(), WithTimeout(2*time.Second), WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pols := reservablePolicies(10)
+	var batch []*waiter
+	for i := range 5 {
+		req := sluice.Request{Policy: pols[i%len(pols)], Key: fmt.Sprintf("k%d", i), Cost: 1}
+		w := &waiter{ctx: context.Background(), reserve: true, upTo: 3}
+		w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
+		w.reqs, w.keys = w.one[:], w.oneKey[:]
+		batch = append(batch, w)
+	}
+	srv.Kill()
+	calls := 0
+	s.onBatch = func([]*waiter) { calls++ }
+	s.runReserves(context.Background(), batch)
+	if calls != 1 {
+		t.Fatalf("%d calls, want 1", calls)
+	}
+	for i, w := range batch {
+		if w.err == nil || w.res.Granted != 0 {
+			t.Fatalf("reservation %d: %+v, %v; want an error and nothing granted", i, w.res, w.err)
+		}
+	}
+}
