@@ -59,6 +59,19 @@ func (l *lease) wantsRenewal(now, lead int64) bool {
 	return true
 }
 
+// held is what l holds unused at now (shard locked): the current lease's
+// units until it expires, and a pending renewal's until it would.
+func (l *lease) held(now int64) int64 {
+	var n int64
+	if now < l.expires {
+		n = l.left
+	}
+	if l.next != nil && now < l.next.expires() {
+		n += l.next.res.Granted
+	}
+	return n
+}
+
 // promote makes the pending lease current, when there is one and it has not
 // expired (shard locked). An expired one is dropped: what it held is returned.
 func (l *lease) promote(now int64) (bool, giveBack) {

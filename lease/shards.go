@@ -57,11 +57,8 @@ func (s *Store) Stats() Stats {
 		st.Decisions += sh.decisions
 		st.Leases += len(sh.leases)
 		for _, l := range sh.leases {
-			if now < l.expires && !l.retired {
-				st.Held += l.left
-			}
-			if l.next != nil && now < l.next.expires() && !l.retired {
-				st.Held += l.next.res.Granted
+			if !l.retired {
+				st.Held += l.held(now)
 			}
 		}
 		sh.mu.Unlock()
@@ -79,15 +76,7 @@ func (s *Store) Held(p *sluice.Policy, key string) int64 {
 	if l == nil {
 		return 0
 	}
-	var held int64
-	now := s.now()
-	if now < l.expires {
-		held = l.left
-	}
-	if l.next != nil && now < l.next.expires() {
-		held += l.next.res.Granted
-	}
-	return held
+	return l.held(s.now())
 }
 
 // forgetRounds: every forgetRounds-th sweep walks all leases, to forget the
