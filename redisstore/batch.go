@@ -19,14 +19,20 @@ type encodedBatch struct {
 // requests on one (policy, key) as one run at the place of the first, a
 // policy's numbers only when it differs from the previous run's, and each
 // DecideAll set as one all-or-nothing record.
+// batchInstant writes a batch's first argument: the one instant of the whole
+// batch, or with no Clock, "" for the script to read Redis TIME once.
+func (s *Store) batchInstant(a *argBuilder) {
+	if s.clock != nil {
+		a.int(s.now())
+	} else {
+		a.str("")
+	}
+}
+
 func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	e := encodedBatch{order: arrange(batch)}
 	var a argBuilder
-	if s.clock != nil {
-		a.int(s.now()) // one instant for the whole batch
-	} else {
-		a.str("") // the script reads Redis TIME once
-	}
+	s.batchInstant(&a)
 	alg, mixed := batch[0].reqs[0].Policy.Algorithm, false
 	var last *sluice.Policy
 	for i := 0; i < len(e.order); {

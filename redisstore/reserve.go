@@ -42,27 +42,23 @@ func (s *Store) Reserve(ctx context.Context, req sluice.Request, upTo int64) (sl
 func (s *Store) runReserves(ctx context.Context, batch []*waiter) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	now := s.now()
-	script, keys := scriptReserveBatch, make([]string, 0, len(batch))
-	var args []string
+	var script *Script
+	var keys, args []string
 	if w := batch[0]; len(batch) == 1 {
 		script, keys = scripts[algoCode(w.reqs[0].Policy.Algorithm)+reserveSuffix], w.keys
 		// The same ARGV as a refund, with upTo where the refund has ref1.
-		args = s.requestArgs(modeReserve, w.reqs[0], now, true, w.upTo, 0)[:8]
+		args = s.requestArgs(modeReserve, w.reqs[0], s.now(), true, w.upTo, 0)[:8]
 	} else {
 		var a argBuilder
-		if s.clock != nil {
-			a.int(now)
-		} else {
-			a.str("") // the script reads Redis TIME once
-		}
+		s.batchInstant(&a)
+		keys = make([]string, 0, len(batch))
 		for _, w := range batch {
 			a.policy(w.reqs[0].Policy)
 			a.int(w.reqs[0].Cost)
 			a.int(w.upTo)
 			keys = append(keys, w.keys[0])
 		}
-		args = a.args()
+		script, args = scriptReserveBatch, a.args()
 	}
 	reply := make([]int64, replyLen*len(batch))
 	err := s.run.Run(ctx, script, keys, args, reply)

@@ -134,10 +134,12 @@ func allScripts() []entry {
 			es = append(es, entry{name: string(a) + reserveSuffix, code: algoCode(a) + reserveSuffix, files: reserve})
 		}
 	}
-	all := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog, luaTokenBucket, luaGCRA, luaLeakyBucket, luaBatch}
-	reserve := append(all[:len(all)-1:len(all)-1], luaReserve)
-	return append(es, entry{name: "batch", code: "batch", files: all}, entry{name: "reset", code: "reset", files: []string{luaReset}},
-		entry{name: "reserve_batch", code: "reserve_batch", files: reserve})
+	// One script for any mix of algorithms: every algorithm, then the batch's
+	// or the reservations' entry points.
+	every := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog, luaTokenBucket, luaGCRA, luaLeakyBucket}
+	return append(es, entry{name: "batch", code: "batch", files: append(every[:len(every):len(every)], luaBatch)},
+		entry{name: "reset", code: "reset", files: []string{luaReset}},
+		entry{name: "reserve_batch", code: "reserve_batch", files: append(every[:len(every):len(every)], luaReserve)})
 }
 
 func algoFile(a sluice.Algorithm) string {
