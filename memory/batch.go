@@ -31,7 +31,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	locked := make([]int, 0, len(reqs))
 	for i, r := range reqs {
 		it := &b[i]
-		it.id = idOf(r.Policy, r.Key)
+		it.id.set(r.Policy, r.Key)
 		it.hash = s.hash(&it.id)
 		it.shard = &s.shards[it.hash&s.mask]
 		locked = insertSorted(locked, int(it.hash&s.mask))
@@ -118,7 +118,7 @@ func (s *Store) makeBatchRoom(reqs []sluice.Request, b []batchItem, results []sl
 		if results[i].ResetAfter == 0 {
 			continue
 		}
-		it.logCap = nextLogCap(it.oldCap, it.old.Log.Len(), &it.next, r.Cost > 0)
+		it.logCap = nextLogCap(it.id.alg, it.oldCap, it.old.Log.Len(), &it.next, r.Cost > 0)
 		it.needBytes = entryBytes(len(it.id.key), it.logCap)
 		if j, ok := it.shard.find(it.hash, &it.id); ok {
 			e := &it.shard.entries[j]

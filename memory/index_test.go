@@ -31,7 +31,8 @@ func TestIndexMatchesAMap(t *testing.T) {
 			for step := range 20_000 {
 				key := "k" + strconv.Itoa(rng.IntN(500))
 				h := hashOf(key)
-				id := idOf(p, key)
+				var id entryKey
+				id.set(p, key)
 				i, found := sh.find(h, &id)
 				if _, ok := want[key]; ok != found {
 					t.Fatalf("step %d: %s found %v, want %v", step, key, found, ok)

@@ -121,8 +121,10 @@ func (s *Store) now() int64 {
 }
 
 // Decide implements sluice.Store.
-func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
-	var res sluice.Result
+func (s *Store) Decide(_ context.Context, req sluice.Request) (res sluice.Result, err error) {
+	// apply writes into the named result itself: a local Result returned
+	// would be copied once more, with wide loads over the narrow stores just
+	// made, which stall.
 	s.apply(req.Policy, req.Key, req.Cost, req.Cost > 0, nil, &res)
 	return res, nil
 }
@@ -169,7 +171,8 @@ func (o *op) run(st *sluice.State, now int64, res *sluice.Result) {
 // returning false.
 func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o *op, res *sluice.Result) (applied bool) {
 	now := s.now()
-	id := idOf(p, key)
+	var id entryKey
+	id.set(p, key)
 	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -199,7 +202,7 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 	case found && o == nil && (cost == 0 || !res.Allowed):
 		sh.keep(i, p, res, now) // a peek or a denial leaves the state as it was
 	case found:
-		logCap = nextLogCap(logCap, oldLen, &next, res.Allowed && consumes)
+		logCap = nextLogCap(id.alg, logCap, oldLen, &next, res.Allowed && consumes)
 		if logCap > sh.entries[i].logCap {
 			i, applied = s.growLog(sh, h, id, i, p, logCap, now, res)
 		}
@@ -207,7 +210,7 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 			sh.update(i, p, &next, res, now, logCap)
 		}
 	default:
-		logCap = nextLogCap(0, 0, &next, res.Allowed && consumes)
+		logCap = nextLogCap(id.alg, 0, 0, &next, res.Allowed && consumes)
 		applied = s.insert(sh, h, id, p, &next, res, now, logCap)
 	}
 	sh.mu.Unlock()
@@ -246,7 +249,8 @@ func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *s
 
 // Reset implements sluice.Resetter: it forgets the state of (p, key).
 func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
-	id := idOf(p, key)
+	var id entryKey
+	id.set(p, key)
 	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()

@@ -167,9 +167,12 @@ func (sh *shard) remove(i int) {
 // from a log of capacity c holding oldLen entries and left next: sluice.Log
 // doubles its buffer (to at least 4) when an admission finds it full, and
 // never shrinks it. (TestLogCapTracksBuffer checks this against the buffer.)
-func nextLogCap(c logCapacity, oldLen int, next *sluice.State, admitted bool) logCapacity {
+// alg is the state's algorithmIndex: only a sliding log has a buffer, and
+// asking another state's empty Log its length would copy the Log, a stall on
+// every decision.
+func nextLogCap(alg uint8, c logCapacity, oldLen int, next *sluice.State, admitted bool) logCapacity {
 	switch {
-	case next.Log.Len() == 0:
+	case alg != slidingLogIndex || next.Log.Len() == 0:
 		return 0
 	case admitted && oldLen == int(c):
 		return max(4, 2*c)
