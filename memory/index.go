@@ -66,11 +66,6 @@ func (x *index) locate(tag uint32, pos int32) int {
 	return i
 }
 
-// move records that the entry of tag at from moved to to.
-func (x *index) move(tag uint32, from, to int32) {
-	x.slots[x.locate(tag, from)] = slotOf(tag, to)
-}
-
 // remove forgets that an entry of tag is at pos, shifting the slots after
 // it back so that no probe sequence has a hole (no tombstones).
 func (x *index) remove(tag uint32, pos int32) {
