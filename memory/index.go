@@ -1,7 +1,7 @@
 package memory
 
-// index maps an entry's 64-bit hash to its position in the shard's dense
-// entries slice. It is an open-addressing table with linear probing: a lookup
+// index maps an entry's 64-bit hash to its position in the store's arena.
+// It is an open-addressing table with linear probing: a lookup
 // usually reads one cache line of slots and then the entry itself, where a Go
 // map of the same keys costs a generic call and its own group layout (about a
 // fifth of a decision with 10,000 keys).
