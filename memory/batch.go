@@ -31,7 +31,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	locked := make([]int, 0, len(reqs))
 	for i, r := range reqs {
 		it := &b[i]
-		it.id = idOf(r.Policy, r.Key)
+		it.id.set(r.Policy, r.Key)
 		it.hash = s.hash(&it.id)
 		it.shard = &s.shards[it.hash&s.mask]
 		locked = insertSorted(locked, int(it.hash&s.mask))
@@ -51,7 +51,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 		it := &b[i]
 		if j, ok := it.shard.find(it.hash, &it.id); ok {
 			it.found = true
-			e := &it.shard.entries[j]
+			e := it.shard.at(j)
 			e.load(&it.old)
 			it.oldCap = e.logCap
 		}
@@ -78,7 +78,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 		switch {
 		case results[i].ResetAfter == 0:
 			if found {
-				it.shard.remove(int(j))
+				it.shard.remove(j)
 			}
 		case found:
 			it.shard.update(j, r.Policy, &it.next, &results[i], now, it.logCap)
@@ -105,7 +105,7 @@ func denyAll(reqs []sluice.Request, b []batchItem, results []sluice.Result, now 
 func pinBatch(b []batchItem, pinned bool) {
 	for i := range b {
 		if j, ok := b[i].shard.find(b[i].hash, &b[i].id); ok {
-			b[i].shard.entries[j].pinned = pinned
+			b[i].shard.at(j).pinned = pinned
 		}
 	}
 }
@@ -118,10 +118,10 @@ func (s *Store) makeBatchRoom(reqs []sluice.Request, b []batchItem, results []sl
 		if results[i].ResetAfter == 0 {
 			continue
 		}
-		it.logCap = nextLogCap(it.oldCap, it.old.Log.Len(), &it.next, r.Cost > 0)
+		it.logCap = nextLogCap(it.id.alg, it.oldCap, it.old.Log.Len(), &it.next, r.Cost > 0)
 		it.needBytes = entryBytes(len(it.id.key), it.logCap)
 		if j, ok := it.shard.find(it.hash, &it.id); ok {
-			e := &it.shard.entries[j]
+			e := it.shard.at(j)
 			it.u = e.usage
 			it.needBytes -= entryBytes(e.key.len(), e.logCap)
 		} else {

@@ -17,9 +17,9 @@ import (
 // denied instead of admitted uncounted.
 const safeSlackDivisor = 64
 
-// entryOverhead is what one key costs besides its bytes: its slot in the dense
-// slice (with append's slack), its index slot and its share of the shard.
-// Measured with scripts/memrss.
+// entryOverhead is what one key costs besides its bytes: its entry in the
+// arena, its place in its shard's list of positions (with append's slack), its
+// index slot and its share of the shard. Measured with scripts/memrss.
 const entryOverhead = 256
 
 // keyBytesFactor: a key is charged twice its length. Its copy takes its length
@@ -124,7 +124,7 @@ func (s *Store) makeRoom(sh *shard, u *usage, keys int, bytes int64, now int64) 
 		byteLimit -= byteLimit / reservedShare
 		only = u
 	}
-	for tries := 0; len(sh.entries)+keys > keyLimit || sh.bytes+bytes > byteLimit; tries++ {
+	for tries := 0; len(sh.owned)+keys > keyLimit || sh.bytes+bytes > byteLimit; tries++ {
 		if tries == evictionsPerInsert {
 			return false, 0
 		}
@@ -132,7 +132,7 @@ func (s *Store) makeRoom(sh *shard, u *usage, keys int, bytes int64, now int64) 
 		if victim < 0 {
 			return false, wait
 		}
-		if sh.entries[victim].expires > now { // not merely expired
+		if sh.at(victim).expires > now { // not merely expired
 			s.evicted.Add(1)
 		}
 		sh.remove(victim)
@@ -175,7 +175,7 @@ func (s *Store) Stats() Stats {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		st.Keys += len(sh.entries)
+		st.Keys += len(sh.owned)
 		st.Bytes += sh.bytes
 		sh.mu.Unlock()
 	}

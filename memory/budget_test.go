@@ -37,7 +37,7 @@ func TestLogCapTracksBuffer(t *testing.T) {
 		for i := range s.shards {
 			sh := &s.shards[i]
 			var sum int64
-			for _, e := range sh.entries {
+			for _, e := range entriesOf(sh) {
 				var log sluice.Log
 				if e.log != nil {
 					log = *e.log

@@ -15,8 +15,11 @@ type entryKey struct {
 	alg    uint8 // algorithmIndex of the policy's algorithm
 }
 
-func idOf(p *sluice.Policy, key string) entryKey {
-	return entryKey{policy: p.Name, alg: algorithmIndex(p.Algorithm), key: key}
+// set makes id the key of (p, key)'s state. It writes the fields in place:
+// an entryKey returned by value is copied with wide loads over the narrow
+// stores that built it, which stall, on every decision.
+func (id *entryKey) set(p *sluice.Policy, key string) {
+	id.policy, id.key, id.alg = p.Name, key, algorithmIndex(p.Algorithm)
 }
 
 // keyText is a key as an entry holds it. A key of up to shortKeyLen bytes
@@ -73,13 +76,16 @@ func (t *keyText) String() string {
 	return t.long
 }
 
+// slidingLogIndex is algorithmIndex(sluice.SlidingLog).
+const slidingLogIndex = 1
+
 // algorithmIndex is a's position in sluice.Algorithms.
 func algorithmIndex(a sluice.Algorithm) uint8 {
 	switch a { // a switch compares lengths first: cheaper than a loop over the list
 	case sluice.FixedWindow:
 		return 0
 	case sluice.SlidingLog:
-		return 1
+		return slidingLogIndex
 	case sluice.SlidingWindow:
 		return 2
 	case sluice.TokenBucket:

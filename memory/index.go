@@ -1,7 +1,7 @@
 package memory
 
-// index maps an entry's 64-bit hash to its position in the shard's dense
-// entries slice. It is an open-addressing table with linear probing: a lookup
+// index maps an entry's 64-bit hash to its position in the store's arena.
+// It is an open-addressing table with linear probing: a lookup
 // usually reads one cache line of slots and then the entry itself, where a Go
 // map of the same keys costs a generic call and its own group layout (about a
 // fifth of a decision with 10,000 keys).
@@ -64,11 +64,6 @@ func (x *index) locate(tag uint32, pos int32) int {
 		i = (i + 1) & mask
 	}
 	return i
-}
-
-// move records that the entry of tag at from moved to to.
-func (x *index) move(tag uint32, from, to int32) {
-	x.slots[x.locate(tag, from)] = slotOf(tag, to)
 }
 
 // remove forgets that an entry of tag is at pos, shifting the slots after

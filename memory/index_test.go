@@ -10,14 +10,14 @@ import (
 )
 
 // The shard's index agrees with a plain map through any sequence of
-// insertions and removals (entries moving as others are removed), also when
+// insertions and removals (slots shifting as others are removed), also when
 // many hashes share a tag or are equal outright, and its probe sequences
 // stay short.
 func TestIndexMatchesAMap(t *testing.T) {
 	for _, tags := range []uint64{1, 3, 1 << 32} { // how many distinct tags the hashes have
 		t.Run(strconv.FormatUint(tags, 10), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(tags, 7))
-			sh := new(shard)
+			sh := newTestShard()
 			u := &usage{name: "p"}
 			p := &sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
 			res := sluice.Result{ResetAfter: 1000}
@@ -31,23 +31,24 @@ func TestIndexMatchesAMap(t *testing.T) {
 			for step := range 20_000 {
 				key := "k" + strconv.Itoa(rng.IntN(500))
 				h := hashOf(key)
-				id := idOf(p, key)
+				var id entryKey
+				id.set(p, key)
 				i, found := sh.find(h, &id)
 				if _, ok := want[key]; ok != found {
 					t.Fatalf("step %d: %s found %v, want %v", step, key, found, ok)
 				}
 				switch {
-				case found && sh.entries[i].time != want[key]:
+				case found && sh.at(i).time != want[key]:
 					t.Fatalf("step %d: %s found another entry", step, key)
 				case found && rng.IntN(2) == 0:
-					sh.remove(int(i))
+					sh.remove(i)
 					delete(want, key)
 				case !found:
 					want[key] = int64(step)
 					sh.insert(h, id, u, p, &sluice.State{Time: int64(step)}, &res, 0, 0)
 				}
-				if sh.index.used != len(sh.entries) || len(sh.entries) != len(want) {
-					t.Fatalf("step %d: index holds %d, entries %d, want %d", step, sh.index.used, len(sh.entries), len(want))
+				if sh.index.used != len(sh.owned) || len(sh.owned) != len(want) {
+					t.Fatalf("step %d: index holds %d, shard %d, want %d", step, sh.index.used, len(sh.owned), len(want))
 				}
 			}
 			if tags == 1<<32 {

@@ -40,6 +40,7 @@ const maxShards = 64
 // Store is the in-memory store. The zero value is not usable; call New.
 type Store struct {
 	shards        []shard
+	arena         *arena // every shard's entries
 	mask          uint64
 	perShard      int
 	perShardBytes int64
@@ -72,8 +73,9 @@ type config struct {
 // clock. Tests use it to control time.
 func WithClock(c sluice.Clock) Option { return func(cf *config) { cf.clock = c } }
 
-// WithMaxKeys bounds the number of keys held (n ≥ 1). Default DefaultMaxKeys.
-func WithMaxKeys(n int) Option { return func(cf *config) { cf.maxKeys = max(1, n) } }
+// WithMaxKeys bounds the number of keys held (1 ≤ n ≤ math.MaxInt32).
+// Default DefaultMaxKeys.
+func WithMaxKeys(n int) Option { return func(cf *config) { cf.maxKeys = min(max(1, n), maxPositions) } }
 
 // WithMaxBytes bounds the bytes the keys take, as charged: each key twice its
 // length (for the allocator's rounding and fragmentation) plus a fixed
@@ -97,6 +99,7 @@ func New(opts ...Option) *Store {
 	}
 	s := &Store{
 		shards:        make([]shard, n),
+		arena:         new(arena),
 		mask:          uint64(n - 1),
 		perShard:      max(1, cf.maxKeys/n),
 		perShardBytes: cf.maxBytes / int64(n),
@@ -107,6 +110,9 @@ func New(opts ...Option) *Store {
 		anchor:        time.Now(),
 	}
 	s.anchorMicros = s.anchor.UnixMicro()
+	for i := range s.shards {
+		s.shards[i].arena = s.arena
+	}
 	return s
 }
 
@@ -121,8 +127,10 @@ func (s *Store) now() int64 {
 }
 
 // Decide implements sluice.Store.
-func (s *Store) Decide(_ context.Context, req sluice.Request) (sluice.Result, error) {
-	var res sluice.Result
+func (s *Store) Decide(_ context.Context, req sluice.Request) (res sluice.Result, err error) {
+	// apply writes into the named result itself: a local Result returned
+	// would be copied once more, with wide loads over the narrow stores just
+	// made, which stall.
 	s.apply(req.Policy, req.Key, req.Cost, req.Cost > 0, nil, &res)
 	return res, nil
 }
@@ -169,7 +177,8 @@ func (o *op) run(st *sluice.State, now int64, res *sluice.Result) {
 // returning false.
 func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o *op, res *sluice.Result) (applied bool) {
 	now := s.now()
-	id := idOf(p, key)
+	var id entryKey
+	id.set(p, key)
 	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -178,7 +187,7 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 	var logCap logCapacity
 	oldLen := 0 // next.Log.Len(), without copying the Log to ask
 	if found {
-		e := &sh.entries[i]
+		e := sh.at(i)
 		e.load(&next)
 		logCap = e.logCap
 		if e.log != nil {
@@ -194,20 +203,20 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 	switch {
 	case res.ResetAfter == 0: // back to initial: nothing to keep
 		if found {
-			sh.remove(int(i))
+			sh.remove(i)
 		}
 	case found && o == nil && (cost == 0 || !res.Allowed):
 		sh.keep(i, p, res, now) // a peek or a denial leaves the state as it was
 	case found:
-		logCap = nextLogCap(logCap, oldLen, &next, res.Allowed && consumes)
-		if logCap > sh.entries[i].logCap {
-			i, applied = s.growLog(sh, h, id, i, p, logCap, now, res)
+		logCap = nextLogCap(id.alg, logCap, oldLen, &next, res.Allowed && consumes)
+		if logCap > sh.at(i).logCap {
+			applied = s.growLog(sh, i, p, logCap, now, res)
 		}
 		if applied {
 			sh.update(i, p, &next, res, now, logCap)
 		}
 	default:
-		logCap = nextLogCap(0, 0, &next, res.Allowed && consumes)
+		logCap = nextLogCap(id.alg, 0, 0, &next, res.Allowed && consumes)
 		applied = s.insert(sh, h, id, p, &next, res, now, logCap)
 	}
 	sh.mu.Unlock()
@@ -215,19 +224,17 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 }
 
 // growLog makes room in sh for entry i's log to grow to logCap entries. When
-// there is none it writes the refusal into *res and returns false; otherwise
-// the entry's position, which evictions may have moved, and true.
-func (s *Store) growLog(sh *shard, h uint64, id entryKey, i int32, p *sluice.Policy, logCap logCapacity, now int64, res *sluice.Result) (int32, bool) {
-	grown := (int64(logCap) - int64(sh.entries[i].logCap)) * logEntryBytes
-	sh.entries[i].pinned = true
-	ok, wait := s.makeRoom(sh, sh.entries[i].usage, 0, grown, now)
-	i, _ = sh.find(h, &id) // evictions move entries
-	sh.entries[i].pinned = false
+// there is none it writes the refusal into *res and returns false.
+func (s *Store) growLog(sh *shard, i int32, p *sluice.Policy, logCap logCapacity, now int64, res *sluice.Result) bool {
+	e := sh.at(i)
+	grown := (int64(logCap) - int64(e.logCap)) * logEntryBytes
+	e.pinned = true
+	ok, wait := s.makeRoom(sh, e.usage, 0, grown, now)
+	e.pinned = false
 	if !ok {
 		*res = s.refusal(p, wait)
-		return i, false
 	}
-	return i, true
+	return ok
 }
 
 // insert stores a new key's state, *res being the decision that produced it,
@@ -246,12 +253,13 @@ func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *s
 
 // Reset implements sluice.Resetter: it forgets the state of (p, key).
 func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
-	id := idOf(p, key)
+	var id entryKey
+	id.set(p, key)
 	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	if i, ok := sh.find(h, &id); ok {
-		sh.remove(int(i))
+		sh.remove(i)
 	}
 	sh.mu.Unlock()
 	return nil
@@ -263,7 +271,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.entries)
+		n += len(sh.owned)
 		sh.mu.Unlock()
 	}
 	return n
@@ -282,7 +290,7 @@ func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 		sh.mu.Lock()
 		var expires int64
 		if i, ok := sh.find(h, &id); ok {
-			expires = sh.entries[i].expires
+			expires = sh.at(i).expires
 		}
 		sh.mu.Unlock()
 		if expires > now {

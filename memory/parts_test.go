@@ -40,7 +40,8 @@ func BenchmarkParts(b *testing.B) {
 	if _, err := l.AllowN(ctx, key, 1); err != nil {
 		b.Fatal(err)
 	}
-	id := idOf(p, key)
+	var id entryKey
+	id.set(p, key)
 	h := s.hash(&id)
 	sh := &s.shards[h&s.mask]
 	var sink int64
@@ -49,7 +50,7 @@ func BenchmarkParts(b *testing.B) {
 		run  func()
 	}{
 		{"clock", func() { sink += s.now() }},
-		{"hash", func() { id := idOf(p, key); sink += int64(s.hash(&id)) }},
+		{"hash", func() { var id entryKey; id.set(p, key); sink += int64(s.hash(&id)) }},
 		{"lock", func() {
 			sh.mu.Lock()
 			sink++ // what a decision does under the lock is timed apart

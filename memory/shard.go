@@ -6,17 +6,20 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// shard is one lock stripe: a dense slice of entries and an index into it. The
-// dense slice makes sweeping and sampling for eviction cheap. The index is keyed
-// by the hash each decision computes once, which is cheaper than hashing two
-// strings again.
+// shard is one lock stripe: the positions of its entries in the store's
+// arena, listed densely, which makes sweeping and sampling for eviction
+// cheap, and an index to them keyed by the hash each decision computes once,
+// which is cheaper than hashing two strings again.
 type shard struct {
-	mu      sync.Mutex
-	index   index
-	entries []entry
-	bytes   int64    // charged against the byte budget
-	hand    int      // where the next sweep or eviction sample starts
-	_       [64]byte // keep neighbouring shards' mutexes off one cache line
+	mu     sync.Mutex
+	index  index
+	arena  *arena
+	chunks []*chunk // the arena's, as of the shard's last fresh position
+	owned  []int32  // the positions of the shard's entries
+	free   []int32  // positions of entries removed, for the next insertions
+	bytes  int64    // charged against the byte budget
+	hand   int      // where in owned the next sweep or eviction sample starts
+	_      [64]byte // keep neighbouring shards' mutexes off one cache line
 }
 
 // sweepPerInsert is how many entries each insertion checks for expiry. Two keep
@@ -44,7 +47,7 @@ func (sh *shard) find(h uint64, id *entryKey) (int32, bool) {
 			continue
 		}
 		pos := slotPos(slot)
-		if e := &sh.entries[pos]; e.key.is(id.key) && e.alg == id.alg && e.usage.name == id.policy {
+		if e := sh.at(pos); e.key.is(id.key) && e.alg == id.alg && e.usage.name == id.policy {
 			return pos, true
 		}
 	}
@@ -52,7 +55,7 @@ func (sh *shard) find(h uint64, id *entryKey) (int32, bool) {
 
 // update replaces the state of entry i with what a decision under p produced.
 func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) {
-	e := &sh.entries[i]
+	e := sh.at(i)
 	expires := now + res.ResetAfter.Microseconds()
 	// After a clock step backwards ResetAfter counts from the instant the
 	// state was last at; never forget it earlier than before.
@@ -74,7 +77,7 @@ func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice
 // count decaying, a bucket draining) is left as it is: forgetting the state
 // later than it may be is never unsafe.
 func (sh *shard) keep(i int32, p *sluice.Policy, res *sluice.Result, now int64) {
-	e := &sh.entries[i]
+	e := sh.at(i)
 	expires := max(now+res.ResetAfter.Microseconds(), e.expires)
 	at := safeAt(p, res, now, expires)
 	if expires != e.expires || at > max(e.safeAt, now) {
@@ -86,50 +89,51 @@ func (sh *shard) keep(i int32, p *sluice.Policy, res *sluice.Result, now int64) 
 // made room.
 func (sh *shard) insert(h uint64, id entryKey, u *usage, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) {
 	expires := now + res.ResetAfter.Microseconds()
-	e := entry{tag: tagOf(h), key: keyTextOf(id.key), alg: id.alg, usage: u,
+	pos := sh.take()
+	e := sh.at(pos)
+	*e = entry{tag: tagOf(h), key: keyTextOf(id.key), alg: id.alg, usage: u,
 		expires: expires, safeAt: safeAt(p, res, now, expires), logCap: logCap}
 	e.store(st)
 	bytes := entryBytes(len(id.key), logCap)
 	sh.bytes += bytes
 	u.add(bytes)
-	sh.entries = append(sh.entries, e)
-	sh.index.add(e.tag, int32(len(sh.entries)-1))
+	sh.index.add(e.tag, pos)
 }
 
 // sweep checks up to n entries from the hand and forgets the expired ones.
 func (sh *shard) sweep(now int64, n int) {
-	for ; n > 0 && len(sh.entries) > 0; n-- {
-		if sh.hand >= len(sh.entries) {
+	for ; n > 0 && len(sh.owned) > 0; n-- {
+		if sh.hand >= len(sh.owned) {
 			sh.hand = 0
 		}
-		if sh.entries[sh.hand].expires <= now && !sh.entries[sh.hand].pinned {
-			sh.remove(sh.hand) // the last entry moved here; check it next
+		if pos := sh.owned[sh.hand]; sh.at(pos).expires <= now && !sh.at(pos).pinned {
+			sh.remove(pos) // the last entry listed moved here; check it next
 		} else {
 			sh.hand++
 		}
 	}
 }
 
-// pickSafe returns an entry that is safe to drop (of policy only, unless nil):
-// among the first evictSample entries from the hand, the one closest to its
-// reset, because its loss over-admits the least; if none is safe, the first
-// safe one within sampleReach. It returns -1 when there is none, with the wait
-// until the earliest sampled entry becomes safe.
-func (sh *shard) pickSafe(now int64, only *usage) (int, int64) {
-	n := len(sh.entries)
+// pickSafe returns the position of an entry that is safe to drop (of
+// policy only, unless nil): among the first evictSample entries from the
+// hand, the one closest to its reset, because its loss over-admits the least;
+// if none is safe, the first safe one within sampleReach. It returns -1 when
+// there is none, with the wait until the earliest sampled entry becomes safe.
+func (sh *shard) pickSafe(now int64, only *usage) (int32, int64) {
+	n := len(sh.owned)
 	if n == 0 {
 		return -1, 0
 	}
 	if sh.hand >= n {
 		sh.hand = 0
 	}
-	victim, soonest := -1, int64(0)
+	victim, soonest := int32(-1), int64(0)
 	for k := 0; k < min(sampleReach, n); k++ {
 		if k >= evictSample && victim >= 0 {
 			break
 		}
-		j := (sh.hand + k) % n
-		e := &sh.entries[j]
+		pos := sh.owned[(sh.hand+k)%n]
+		e := sh.at(pos)
 		if e.pinned || only != nil && e.usage != only {
 			continue
 		}
@@ -139,37 +143,35 @@ func (sh *shard) pickSafe(now int64, only *usage) (int, int64) {
 			}
 			continue
 		}
-		if victim < 0 || e.expires < sh.entries[victim].expires {
-			victim = j
+		if victim < 0 || e.expires < sh.at(victim).expires {
+			victim = pos
 		}
 	}
 	sh.hand = (sh.hand + evictSample) % n
 	return victim, soonest
 }
 
-// remove deletes entry i by moving the last entry into its place.
-func (sh *shard) remove(i int) {
-	last := len(sh.entries) - 1
-	e := &sh.entries[i]
-	sh.index.remove(e.tag, int32(i))
+// remove forgets the entry at pos and frees its position.
+func (sh *shard) remove(pos int32) {
+	e := sh.at(pos)
+	sh.index.remove(e.tag, pos)
 	bytes := entryBytes(e.key.len(), e.logCap)
 	sh.bytes -= bytes
 	e.usage.release(bytes)
-	if i != last {
-		sh.index.move(sh.entries[last].tag, int32(last), int32(i))
-		sh.entries[i] = sh.entries[last]
-	}
-	sh.entries[last] = entry{} // drop references for the GC
-	sh.entries = sh.entries[:last]
+	*e = entry{} // drop references for the GC
+	sh.give(pos)
 }
 
 // nextLogCap is the capacity of the log buffer after a decision that started
 // from a log of capacity c holding oldLen entries and left next: sluice.Log
 // doubles its buffer (to at least 4) when an admission finds it full, and
 // never shrinks it. (TestLogCapTracksBuffer checks this against the buffer.)
-func nextLogCap(c logCapacity, oldLen int, next *sluice.State, admitted bool) logCapacity {
+// alg is the state's algorithmIndex: only a sliding log has a buffer, and
+// asking another state's empty Log its length would copy the Log, a stall on
+// every decision.
+func nextLogCap(alg uint8, c logCapacity, oldLen int, next *sluice.State, admitted bool) logCapacity {
 	switch {
-	case next.Log.Len() == 0:
+	case alg != slidingLogIndex || next.Log.Len() == 0:
 		return 0
 	case admitted && oldLen == int(c):
 		return max(4, 2*c)

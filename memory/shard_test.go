@@ -10,8 +10,8 @@ import (
 )
 
 // Keys whose 64-bit hashes collide are kept apart (the index probes on and
-// compares the entries), and removing either one (in any order, with entries
-// moving around) keeps the other findable.
+// compares the entries), and removing either one (in any order, with index
+// slots shifting back) keeps the other findable.
 func TestShardHashCollisions(t *testing.T) {
 	// Short keys live in the entry; long ones here share the bytes held
 	// there and differ only in the copy of the whole key.
@@ -25,7 +25,7 @@ func TestShardHashCollisions(t *testing.T) {
 }
 
 func testShardHashCollisions(t *testing.T, prefix string, removeFirst bool) {
-	sh := new(shard)
+	sh := newTestShard()
 	u := &usage{name: "p"}
 	p := &sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
 	res := sluice.Result{ResetAfter: 1000}
@@ -47,7 +47,7 @@ func testShardHashCollisions(t *testing.T, prefix string, removeFirst bool) {
 		j, ok := sh.find(hash, &ids[i])
 		var st sluice.State
 		if ok {
-			sh.entries[j].load(&st)
+			sh.at(j).load(&st)
 		}
 		return st, ok
 	}
@@ -61,7 +61,7 @@ func testShardHashCollisions(t *testing.T, prefix string, removeFirst bool) {
 		victim = 0 // the first, whose slot the others shift into
 	}
 	j, _ := sh.find(h, &ids[victim])
-	sh.remove(int(j))
+	sh.remove(j)
 	for i := range ids {
 		st, ok := find(i)
 		if i == victim {
@@ -81,4 +81,16 @@ func TestEntrySize(t *testing.T) {
 	if size := unsafe.Sizeof(entry{}); size != 96 {
 		t.Fatalf("an entry takes %d bytes, want 96", size)
 	}
+}
+
+// newTestShard is a shard on an arena of its own.
+func newTestShard() *shard { return &shard{arena: new(arena)} }
+
+// entriesOf returns the shard's entries.
+func entriesOf(sh *shard) []*entry {
+	var es []*entry
+	for _, pos := range sh.owned {
+		es = append(es, sh.at(pos))
+	}
+	return es
 }
