@@ -58,8 +58,8 @@ func TestArenaPositions(t *testing.T) {
 	for step := range 20_000 {
 		n := rng.IntN(700)
 		key := "k" + strconv.Itoa(n)
-		h := uint64(n)*0x9e3779b97f4a7c15 | 1
-		si := int(h % uint64(len(shards)))
+		h := uint64(n) * 0x9e3779b97f4a7c15
+		si := n % len(shards)
 		sh := &shards[si]
 		var id entryKey
 		id.set(p, key)
@@ -75,6 +75,11 @@ func TestArenaPositions(t *testing.T) {
 		peaks[si] = max(peaks[si], len(sh.owned))
 		if step%1000 == 0 || step == 19_999 {
 			checkArena(t, step, a, shards, len(held))
+		}
+	}
+	for si, n := range peaks {
+		if n == 0 {
+			t.Fatalf("shard %d never held a key: the test shares the arena among fewer shards than it says", si)
 		}
 	}
 	// A shard takes a fresh position only when it holds more keys than ever
