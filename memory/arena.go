@@ -38,10 +38,10 @@ const (
 )
 
 // chunk is a run of the arena's positions: their entries, and where each
-// position is in its shard's list of its own.
+// position is in its shard's owned list.
 type chunk struct {
-	entries [chunkLen]entry
-	owned   [chunkLen]int32
+	entries  [chunkLen]entry
+	listedAt [chunkLen]int32
 }
 
 // fresh hands out a position never used before, and the chunks that hold
@@ -76,7 +76,7 @@ func (sh *shard) take() int32 {
 	} else {
 		pos, sh.chunks = sh.arena.fresh()
 	}
-	sh.chunks[pos>>chunkShift].owned[pos&chunkMask] = int32(len(sh.owned))
+	sh.chunks[pos>>chunkShift].listedAt[pos&chunkMask] = int32(len(sh.owned))
 	sh.owned = append(sh.owned, pos)
 	return pos
 }
@@ -84,10 +84,9 @@ func (sh *shard) take() int32 {
 // give frees the shard's position pos: the last one listed takes its place
 // in the list, so that the newest is visited last by the next pass.
 func (sh *shard) give(pos int32) {
-	c := sh.chunks[pos>>chunkShift]
-	i, last := c.owned[pos&chunkMask], sh.owned[len(sh.owned)-1]
+	i, last := sh.chunks[pos>>chunkShift].listedAt[pos&chunkMask], sh.owned[len(sh.owned)-1]
 	sh.owned[i] = last
-	sh.chunks[last>>chunkShift].owned[last&chunkMask] = i
+	sh.chunks[last>>chunkShift].listedAt[last&chunkMask] = i
 	sh.owned = sh.owned[:len(sh.owned)-1]
 	sh.free = append(sh.free, pos)
 }

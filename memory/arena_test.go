@@ -107,7 +107,7 @@ func checkArena(t *testing.T, step int, a *arena, shards []shard, want int) {
 				t.Fatalf("step %d: position %d held twice", step, pos)
 			}
 			seen[pos] = true
-			if got := sh.chunks[pos>>chunkShift].owned[pos&chunkMask]; got != int32(i) {
+			if got := sh.chunks[pos>>chunkShift].listedAt[pos&chunkMask]; got != int32(i) {
 				t.Fatalf("step %d shard %d: position %d listed at %d says %d", step, si, pos, i, got)
 			}
 			if e := sh.at(pos); e.time == 0 {

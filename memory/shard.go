@@ -106,7 +106,8 @@ func (sh *shard) sweep(now int64, n int) {
 		if sh.hand >= len(sh.owned) {
 			sh.hand = 0
 		}
-		if pos := sh.owned[sh.hand]; sh.at(pos).expires <= now && !sh.at(pos).pinned {
+		pos := sh.owned[sh.hand]
+		if e := sh.at(pos); e.expires <= now && !e.pinned {
 			sh.remove(pos) // the last entry listed moved here; check it next
 		} else {
 			sh.hand++
