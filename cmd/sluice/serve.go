@@ -42,6 +42,7 @@ type serveOptions struct {
 	drain          time.Duration // reporting not ready before shutting down; 0: none
 	limits         *connLimits   // nil: defaultConnLimits
 	xds            xdsOptions
+	rl             ratelimitOptions // flags envoyproxy/ratelimit's variables needed (ratelimitenv.go)
 }
 
 const serveDescription = `Serve runs the rate limit service. It decides over two APIs:
@@ -97,6 +98,7 @@ func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
 	o.limits = &limits
 	o.xds.addFlags(fs, os.Getenv)
 	fs.IntVar(&o.streamWorkers, "grpc-stream-workers", runtime.GOMAXPROCS(0), "gRPC: goroutines reused across calls instead of one new goroutine per call (0: one per call)")
+	addRatelimitFlags(fs, &o.rl, os.LookupEnv) // last: it sets defaults of the flags above too
 	withEnvHelp(fs)
 	return fs
 }
@@ -109,6 +111,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
 		return code
+	}
+	if code := o.rl.env.check(fs, os.LookupEnv, stderr); code >= 0 {
+		return code
+	}
+	if msg := config.CheckKeyPrefix(o.rl.keyPrefix); msg != "" {
+		return usageError(fs, "--store-key-prefix "+msg)
 	}
 	if o.configs = configPaths(o.configs, os.LookupEnv); len(o.configs) == 0 && o.xds.server == "" {
 		return usageError(fs, "give at least one --config file or directory (try examples/sluice.yaml), or --xds-server")
@@ -128,6 +136,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "serve:", err)
 		return 2
 	}
+	o.rl.env.warn(log)
 	srv, err := startServer(ctx, o, log)
 	if err != nil {
 		return cannotStart(err, stderr, log)
@@ -198,11 +207,11 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	// Taken before the load, so the watch reloads a file changed while the
 	// server starts.
 	since := service.Fingerprint(paths)
-	cfg, err := load()
+	cfg, err := o.rl.firstLoad(paths, o.storeURL, load, log)
 	if err != nil {
 		return nil, err
 	}
-	storeCfg := storeSection(cfg, o.storeURL)
+	storeCfg := o.rl.applyStore(storeSection(cfg, o.storeURL), o.storeURL)
 	token, err := adminToken(o.adminTokenFile)
 	if err != nil {
 		return nil, err
@@ -231,6 +240,11 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		return nil, err
 	}
 
+	grpcTLS, err := o.rl.grpcTLS.serverOption(log)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
 	limits := o.limits
 	if limits == nil {
 		l := defaultConnLimits()
@@ -251,20 +265,24 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	}
 	s := &server{drainer: newDrainer(log), svc: svc, httpAddr: httpLn.Addr(), done: make(chan struct{})}
 	ctx, s.shutdown = context.WithCancel(ctx)
-	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(o.xds.waitingFor(ctx, xds, log))}
-	if token != "" {
-		apiOpts = append(apiOpts, httpapi.WithAdminToken(token))
-	}
-	httpSrv := limits.httpServer(httpapi.New(svc, apiOpts...), log)
-	rlsOpts := []envoyrls.Option{envoyrls.WithHeaders(o.rlsHeaders)}
+	rlsOpts := []envoyrls.Option{envoyrls.WithHeaders(o.rlsHeaders), envoyrls.WithDynamicMetadata(o.rl.dynamicMetadata)}
 	if o.rlsLimitHdrs {
 		rlsOpts = append(rlsOpts, envoyrls.WithLimitHeaders(o.rlsLimitNames))
 	}
 	rls := envoyrls.New(svc, rlsOpts...)
+	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(o.xds.waitingFor(ctx, xds, log)),
+		httpapi.WithHealthcheck(o.rl.health), httpapi.WithRoute("POST", "/json", rls.JSONHandler())}
+	if token != "" {
+		apiOpts = append(apiOpts, httpapi.WithAdminToken(token))
+	}
+	httpSrv := limits.httpServer(httpapi.New(svc, apiOpts...), log)
 	// Stream workers reuse goroutines instead of starting one per RPC, which
 	// spares the stack growth that was ~12% of CPU under load (measured in
 	// docs/benchmarks.md).
 	grpcOpts := limits.grpcOptions()
+	if grpcTLS != nil {
+		grpcOpts = append(grpcOpts, grpcTLS)
+	}
 	if o.streamWorkers > 0 {
 		grpcOpts = append(grpcOpts, grpc.NumStreamWorkers(uint32(o.streamWorkers)))
 	}
