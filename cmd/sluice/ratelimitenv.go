@@ -298,6 +298,9 @@ func ratelimitRedisURL(lookup func(string) (string, bool)) (string, *config.TLS,
 // left to ratelimit's variables, why those cannot be used; it returns the
 // exit status to stop with, or -1.
 func (e *ratelimitEnv) check(fs *flag.FlagSet, lookup func(string) (string, bool), stderr io.Writer) int {
+	if e == nil {
+		return -1
+	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	code := -1
@@ -316,9 +319,10 @@ func (e *ratelimitEnv) check(fs *flag.FlagSet, lookup func(string) (string, bool
 }
 
 // usedStoreTLS is the store's TLS section from REDIS_TLS_* when the store
-// URL in force is the one ratelimit's variables built; nil otherwise.
+// URL in force is the one ratelimit's variables built; nil otherwise (and
+// without them: e may be nil).
 func (e *ratelimitEnv) usedStoreTLS(storeURL string) *config.TLS {
-	if e.storeTLS != nil && storeURL == e.defaults["store"] {
+	if e != nil && e.storeTLS != nil && storeURL == e.defaults["store"] {
 		return e.storeTLS
 	}
 	return nil
@@ -339,7 +343,7 @@ func (o *ratelimitOptions) applyStore(st config.Store, storeURL string) config.S
 // warn logs, once, the ratelimit variables that are set but that Sluice
 // does not honour, each with what it does instead.
 func (e *ratelimitEnv) warn(log *slog.Logger) {
-	if len(e.ignored) > 0 {
+	if e != nil && len(e.ignored) > 0 {
 		log.Warn("envoyproxy/ratelimit variables ignored", "variables", strings.Join(e.ignored, "; "))
 	}
 }

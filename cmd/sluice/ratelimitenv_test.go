@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/httpapi"
 )
 
 // TestRatelimitEnvDefaults: each of envoyproxy/ratelimit's variables serve
@@ -221,3 +224,40 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
+// TestStartWithoutConfig: with --start-without-config (ratelimit's
+// FORCE_START_WITHOUT_INITIAL_CONFIG) serve starts on an empty
+// configuration directory, which it refuses otherwise; /healthcheck with
+// --healthcheck-domains fails until a file brings a domain, which is then
+// in force without a restart.
+func TestStartWithoutConfig(t *testing.T) {
+	dir := t.TempDir()
+	logs := &syncBuffer{}
+	log, _ := newLogger(logs, "text", "info")
+	o := serveOptions{configs: stringList{dir}, httpAddr: "127.0.0.1:0", grpcAddr: "", shutdown: waitLimit}
+	if _, err := startServer(context.Background(), o, log); err == nil || !strings.Contains(err.Error(), "holds no") {
+		t.Fatalf("an empty directory without --start-without-config: %v", err)
+	}
+	o.rl = ratelimitOptions{startEmpty: true, health: httpapi.Healthcheck{Domains: true}}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := startServer(ctx, o, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.wait() })
+	base := "http://" + srv.httpAddr.String()
+	if code, body := get(t, base+"/healthcheck"); code != 500 || !strings.Contains(body, "no rate limit domain loaded") {
+		t.Fatalf("/healthcheck with no domain: %d %q", code, body)
+	}
+	writeFile(t, filepath.Join(dir, "edge.yaml"), envoyConfig)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if code, _ := get(t, base+"/healthcheck"); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the file written after the start was not taken:\n%s", logs.String())
+		}
+	}
+	if _, ok := srv.svc.Config().Domains["edge"]; !ok {
+		t.Fatal("healthy without the domain")
+	}
+}
