@@ -246,6 +246,7 @@ func (r *Report) hybridFigure() (*figure, error) {
 		}
 	}
 	width := 0.8 / float64(widest)
+	var marks []func()
 	names := make([]string, len(algs))
 	for i, alg := range algs {
 		names[i] = string(alg)
@@ -271,13 +272,16 @@ func (r *Report) hybridFigure() (*figure, error) {
 		}
 		for j, row := range groups[alg] {
 			if row.ProvenBound != nil {
-				f.provenBound(over, bars[j], *row.ProvenBound)
+				marks = append(marks, func() { f.provenBound(over, bars[j], *row.ProvenBound) })
 			}
 		}
 	}
 	categories(over, names...)
 	categories(calls, names...)
 	f.ratioAxis(over, highest)
+	for _, mark := range marks {
+		mark() // over the limit line, which a bound of 1 would hide under
+	}
 	calls.Y.Max = 1.15
 	return f, nil
 }
