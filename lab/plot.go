@@ -1,13 +1,13 @@
 package lab
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -229,28 +229,16 @@ func (ratioTicks) Ticks(lo, hi float64) []plot.Tick {
 	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
 	ticks = slices.DeleteFunc(ticks, func(t plot.Tick) bool { return t.Value == 1 })
 	for i, t := range ticks {
-		if t.Label != "" && math.Abs(t.Value-1) < (hi-lo)/12 {
+		switch {
+		case t.Label != "" && math.Abs(t.Value-1) < (hi-lo)/12:
 			ticks[i].Label = "" // too close to the 1 it would crowd
+		case strings.Contains(t.Label, "."): // 0, 0.5 rather than 0.0, 0.5 beside 1
+			ticks[i].Label = strings.TrimSuffix(strings.TrimRight(t.Label, "0"), ".")
 		}
 	}
-	ticks = append(ticks, plot.Tick{Value: 1})
-	for i, t := range ticks {
-		if t.Label != "" || t.Value == 1 {
-			ticks[i].Label = strconv.FormatFloat(t.Value, 'f', -1, 64) // 0, 0.5, 1 rather than 0.0, 0.5, 1
-		}
-	}
-	slices.SortFunc(ticks, func(a, b plot.Tick) int { return compareFloat(a.Value, b.Value) })
+	ticks = append(ticks, plot.Tick{Value: 1, Label: "1"})
+	slices.SortFunc(ticks, func(a, b plot.Tick) int { return cmp.Compare(a.Value, b.Value) })
 	return ticks
-}
-
-func compareFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // barsWidth is the width of a panel of n categories of bars.
