@@ -64,6 +64,12 @@ func TestManifests(t *testing.T) {
 	configs := checkSluiceObjects(t, &o)
 	validateConfig(t, "configmap.yaml", configs)
 	config := configs[0].text
+	// The fail policy divides by exactly the autoscaler's maximum: more
+	// would throw limit away for nothing, fewer would let the pods together
+	// admit more than the limit.
+	if st, pods := checkFailPolicy(t, &o, configs); st.OnError != "local" || st.Nodes != pods {
+		t.Errorf("configmap.yaml: store.on_error %q, store.nodes %d; want local, divided by hpa.yaml's maxReplicas %d", st.OnError, st.Nodes, pods)
+	}
 
 	// The store URL names the Redis Service of redis.yaml.
 	var redisService bool
@@ -134,20 +140,37 @@ func TestChartRenders(t *testing.T) {
 		hpa, pdb, serviceMonitor, secret bool
 		passwordFile                     bool
 		replicas                         int32
+		onError                          string // the fail policy rendered
+		nodes                            int    // store.nodes rendered
 	}{
-		{name: "defaults", hpa: true, pdb: true},
+		{name: "defaults", hpa: true, pdb: true, onError: "local", nodes: 10},
 		{
 			name: "no autoscaling, password, ServiceMonitor, closed",
 			set: []string{"autoscaling.enabled=false", "replicaCount=3", "podDisruptionBudget.enabled=false",
 				"store.password=s3cret", "store.onError=closed", "serviceMonitor.enabled=true",
 				"service.httpPort=9080", "service.grpcPort=9081", "preStopSleepSeconds=15", "shutdownTimeout=20s", "terminationGracePeriodSeconds=45",
 				"store.url=rediss://redis.example:6380"},
-			serviceMonitor: true, secret: true, passwordFile: true, replicas: 3,
+			serviceMonitor: true, secret: true, passwordFile: true, replicas: 3, onError: "closed", nodes: 3,
 		},
 		{
 			name: "existing secret, Envoy domains",
 			set:  []string{"store.existingSecret=redis-auth", "store.existingSecretKey=password", "service.headless=false", "readinessPath=/healthz"},
-			hpa:  true, pdb: true, passwordFile: true,
+			hpa:  true, pdb: true, passwordFile: true, onError: "local", nodes: 10,
+		},
+		{
+			name: "autoscaler up to 25, strict readiness",
+			set:  []string{"autoscaling.maxReplicas=25", "readinessPath=/readyz/store"},
+			hpa:  true, pdb: true, onError: "local", nodes: 25,
+		},
+		{
+			name: "no autoscaling, local",
+			set:  []string{"autoscaling.enabled=false", "replicaCount=4"},
+			pdb:  true, replicas: 4, onError: "local", nodes: 4,
+		},
+		{
+			name: "nodes set: pods of another release share the Redis",
+			set:  []string{"store.nodes=16"},
+			hpa:  true, pdb: true, onError: "local", nodes: 16,
 		},
 	}
 	domains := filepath.Join(t.TempDir(), "domains.yaml")
@@ -176,6 +199,9 @@ func TestChartRenders(t *testing.T) {
 			files := checkSluiceObjects(t, &o)
 			validateConfig(t, tc.name, files)
 			config := files[0].text
+			if st, _ := checkFailPolicy(t, &o, files); st.OnError != tc.onError || st.Nodes != tc.nodes {
+				t.Errorf("store.on_error %q, store.nodes %d; want %s, %d", st.OnError, st.Nodes, tc.onError, tc.nodes)
+			}
 			if got := len(o.hpas) == 1; got != tc.hpa {
 				t.Errorf("HorizontalPodAutoscaler rendered: %v, want %v", got, tc.hpa)
 			}
@@ -202,8 +228,10 @@ func TestChartRenders(t *testing.T) {
 				checkPasswordMount(t, &o)
 			}
 			wantReady := "/readyz"
-			if slices.Contains(tc.set, "readinessPath=/healthz") {
-				wantReady = "/healthz"
+			for _, s := range tc.set {
+				if v, ok := strings.CutPrefix(s, "readinessPath="); ok {
+					wantReady = v
+				}
 			}
 			if _, c := o.sluiceDeployment(t); c.ReadinessProbe.HTTPGet.Path != wantReady {
 				t.Errorf("readiness probe %s, want %s", c.ReadinessProbe.HTTPGet.Path, wantReady)
