@@ -25,8 +25,9 @@ func maxPods(t *testing.T, o *objects) int {
 // checkFailPolicy checks that the configuration the pods read never fails
 // open while Redis cannot decide and, failing local, divides every limit by
 // at least the most pods that can run — else those pods together would admit
-// up to pods × the limit. It returns the store section and that pod count.
-func checkFailPolicy(t *testing.T, o *objects, files []configFile) (config.Store, int) {
+// up to pods × the limit. It returns the configuration (as sluice reads the
+// first file) and that pod count.
+func checkFailPolicy(t *testing.T, o *objects, files []configFile) (*config.Config, int) {
 	t.Helper()
 	cfg, err := config.Parse(files[0].name, []byte(files[0].text))
 	if err != nil {
@@ -36,11 +37,11 @@ func checkFailPolicy(t *testing.T, o *objects, files []configFile) (config.Store
 	switch st.OnError {
 	case "", config.OnErrorLocal:
 		if st.Nodes < pods {
-			t.Errorf("store.on_error local with store.nodes %d, but up to %d pods run: together they would admit up to %d/%d of each limit", st.Nodes, pods, pods, max(1, st.Nodes))
+			t.Errorf("store.on_error local with store.nodes %d, but up to %d pods run: together they would admit up to %d/%d × each limit", st.Nodes, pods, pods, max(1, st.Nodes))
 		}
 	case config.OnErrorClosed:
 	default:
 		t.Errorf("store.on_error %q: every request is admitted while Redis cannot decide", st.OnError)
 	}
-	return st, pods
+	return cfg, pods
 }

@@ -11,11 +11,14 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestManifests decodes every manifest of deploy/kubernetes strictly and checks
-// them as a whole: what kubectl apply -k would create.
-func TestManifests(t *testing.T) {
-	dir := "kubernetes"
-	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+// manifestsDir holds the plain manifests, applied with kubectl apply -k.
+const manifestsDir = "kubernetes"
+
+// manifestObjects decodes strictly every resource kustomization.yaml names —
+// what kubectl apply -k would create — and returns them with those names.
+func manifestObjects(t *testing.T) (objects, []string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(manifestsDir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,30 +32,31 @@ func TestManifests(t *testing.T) {
 	if err := yaml.UnmarshalStrict(raw, &kust); err != nil {
 		t.Fatalf("kustomization.yaml: %v", err)
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	var o objects
+	for _, r := range kust.Resources {
+		data, err := os.ReadFile(filepath.Join(manifestsDir, r))
+		if err != nil {
+			t.Errorf("kustomization.yaml: resource %s: %v", r, err)
+			continue
+		}
+		if err := decodeObjects(data, &o); err != nil {
+			t.Errorf("%s: %v", r, err)
+		}
+	}
+	return o, kust.Resources
+}
+
+// TestManifests decodes every manifest of deploy/kubernetes strictly and checks
+// them as a whole: what kubectl apply -k would create.
+func TestManifests(t *testing.T) {
+	o, resources := manifestObjects(t)
+	files, err := filepath.Glob(filepath.Join(manifestsDir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o objects
 	for _, f := range files {
-		name := filepath.Base(f)
-		if name == "kustomization.yaml" {
-			continue
-		}
-		if !slices.Contains(kust.Resources, name) {
+		if name := filepath.Base(f); name != "kustomization.yaml" && !slices.Contains(resources, name) {
 			t.Errorf("%s is not in kustomization.yaml's resources", name)
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := decodeObjects(data, &o); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	for _, r := range kust.Resources {
-		if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
-			t.Errorf("kustomization.yaml: resource %s: %v", r, err)
 		}
 	}
 	if len(o.pdbs) != 1 || len(o.hpas) != 1 || len(o.configMaps) != 1 {
@@ -67,8 +71,8 @@ func TestManifests(t *testing.T) {
 	// The fail policy divides by exactly the autoscaler's maximum: more
 	// would throw limit away for nothing, fewer would let the pods together
 	// admit more than the limit.
-	if st, pods := checkFailPolicy(t, &o, configs); st.OnError != "local" || st.Nodes != pods {
-		t.Errorf("configmap.yaml: store.on_error %q, store.nodes %d; want local, divided by hpa.yaml's maxReplicas %d", st.OnError, st.Nodes, pods)
+	if cfg, pods := checkFailPolicy(t, &o, configs); cfg.Store.OnError != "local" || cfg.Store.Nodes != pods {
+		t.Errorf("configmap.yaml: store.on_error %q, store.nodes %d; want local, divided by hpa.yaml's maxReplicas %d", cfg.Store.OnError, cfg.Store.Nodes, pods)
 	}
 
 	// The store URL names the Redis Service of redis.yaml.
@@ -199,8 +203,8 @@ func TestChartRenders(t *testing.T) {
 			files := checkSluiceObjects(t, &o)
 			validateConfig(t, tc.name, files)
 			config := files[0].text
-			if st, _ := checkFailPolicy(t, &o, files); st.OnError != tc.onError || st.Nodes != tc.nodes {
-				t.Errorf("store.on_error %q, store.nodes %d; want %s, %d", st.OnError, st.Nodes, tc.onError, tc.nodes)
+			if cfg, _ := checkFailPolicy(t, &o, files); cfg.Store.OnError != tc.onError || cfg.Store.Nodes != tc.nodes {
+				t.Errorf("store.on_error %q, store.nodes %d; want %s, %d", cfg.Store.OnError, cfg.Store.Nodes, tc.onError, tc.nodes)
 			}
 			if got := len(o.hpas) == 1; got != tc.hpa {
 				t.Errorf("HorizontalPodAutoscaler rendered: %v, want %v", got, tc.hpa)
