@@ -16,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -364,6 +365,10 @@ func TestServeFailClosedWhileRedisIsDown(t *testing.T) {
 	rls := rlsv3.NewRateLimitServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
+	// gRPC health agrees with /readyz: Envoy's health checks keep sending.
+	if st, err := grpcHealth(s.grpcAddr()); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("gRPC health with Redis down: %v %v; want SERVING, as /readyz", st, err)
+	}
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
 		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}}},
 	}}
