@@ -106,7 +106,9 @@ deploy-check:
 	  else echo "deploy-check: buildah is not installed, image-test skipped (make deploy-test installs it)"; fi
 
 ## dashboard-png: redraw docs/deploy-dashboard.png from a real run (a minute
-## of sluice bench on Redis, scraped by a real Prometheus; needs prometheus)
+## of sluice bench on Redis, scraped by a real Prometheus; installs Debian's
+## prometheus package if missing; needs no helm)
 .PHONY: dashboard-png
-dashboard-png: deploy-tools
+dashboard-png: redis
+	@scripts/ensure-promtool.sh
 	cd deploy && $(GO) test -count=1 -run TestRenderDashboard -timeout 10m . -render $(CURDIR)/docs/deploy-dashboard.png

@@ -11,11 +11,14 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestManifests decodes every manifest of deploy/kubernetes strictly and checks
-// them as a whole: what kubectl apply -k would create.
-func TestManifests(t *testing.T) {
-	dir := "kubernetes"
-	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+// manifestsDir holds the plain manifests, applied with kubectl apply -k.
+const manifestsDir = "kubernetes"
+
+// manifestObjects decodes strictly every resource kustomization.yaml names —
+// what kubectl apply -k would create — and returns them with those names.
+func manifestObjects(t *testing.T) (objects, []string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(manifestsDir, "kustomization.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,30 +32,31 @@ func TestManifests(t *testing.T) {
 	if err := yaml.UnmarshalStrict(raw, &kust); err != nil {
 		t.Fatalf("kustomization.yaml: %v", err)
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	var o objects
+	for _, r := range kust.Resources {
+		data, err := os.ReadFile(filepath.Join(manifestsDir, r))
+		if err != nil {
+			t.Errorf("kustomization.yaml: resource %s: %v", r, err)
+			continue
+		}
+		if err := decodeObjects(data, &o); err != nil {
+			t.Errorf("%s: %v", r, err)
+		}
+	}
+	return o, kust.Resources
+}
+
+// TestManifests decodes every manifest of deploy/kubernetes strictly and checks
+// them as a whole: what kubectl apply -k would create.
+func TestManifests(t *testing.T) {
+	o, resources := manifestObjects(t)
+	files, err := filepath.Glob(filepath.Join(manifestsDir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o objects
 	for _, f := range files {
-		name := filepath.Base(f)
-		if name == "kustomization.yaml" {
-			continue
-		}
-		if !slices.Contains(kust.Resources, name) {
+		if name := filepath.Base(f); name != "kustomization.yaml" && !slices.Contains(resources, name) {
 			t.Errorf("%s is not in kustomization.yaml's resources", name)
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := decodeObjects(data, &o); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-	for _, r := range kust.Resources {
-		if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
-			t.Errorf("kustomization.yaml: resource %s: %v", r, err)
 		}
 	}
 	if len(o.pdbs) != 1 || len(o.hpas) != 1 || len(o.configMaps) != 1 {
@@ -64,6 +68,12 @@ func TestManifests(t *testing.T) {
 	configs := checkSluiceObjects(t, &o)
 	validateConfig(t, "configmap.yaml", configs)
 	config := configs[0].text
+	// The fail policy divides by exactly the autoscaler's maximum: more
+	// would throw limit away for nothing, fewer would let the pods together
+	// admit more than the limit.
+	if cfg, pods := checkFailPolicy(t, &o, configs); cfg.Store.OnError != "local" || cfg.Store.Nodes != pods {
+		t.Errorf("configmap.yaml: store.on_error %q, store.nodes %d; want local, divided by hpa.yaml's maxReplicas %d", cfg.Store.OnError, cfg.Store.Nodes, pods)
+	}
 
 	// The store URL names the Redis Service of redis.yaml.
 	var redisService bool
@@ -134,20 +144,37 @@ func TestChartRenders(t *testing.T) {
 		hpa, pdb, serviceMonitor, secret bool
 		passwordFile                     bool
 		replicas                         int32
+		onError                          string // the fail policy rendered
+		nodes                            int    // store.nodes rendered
 	}{
-		{name: "defaults", hpa: true, pdb: true},
+		{name: "defaults", hpa: true, pdb: true, onError: "local", nodes: 10},
 		{
 			name: "no autoscaling, password, ServiceMonitor, closed",
 			set: []string{"autoscaling.enabled=false", "replicaCount=3", "podDisruptionBudget.enabled=false",
 				"store.password=s3cret", "store.onError=closed", "serviceMonitor.enabled=true",
 				"service.httpPort=9080", "service.grpcPort=9081", "preStopSleepSeconds=15", "shutdownTimeout=20s", "terminationGracePeriodSeconds=45",
 				"store.url=rediss://redis.example:6380"},
-			serviceMonitor: true, secret: true, passwordFile: true, replicas: 3,
+			serviceMonitor: true, secret: true, passwordFile: true, replicas: 3, onError: "closed", nodes: 3,
 		},
 		{
 			name: "existing secret, Envoy domains",
 			set:  []string{"store.existingSecret=redis-auth", "store.existingSecretKey=password", "service.headless=false", "readinessPath=/healthz"},
-			hpa:  true, pdb: true, passwordFile: true,
+			hpa:  true, pdb: true, passwordFile: true, onError: "local", nodes: 10,
+		},
+		{
+			name: "autoscaler up to 25, strict readiness",
+			set:  []string{"autoscaling.maxReplicas=25", "readinessPath=/readyz/store"},
+			hpa:  true, pdb: true, onError: "local", nodes: 25,
+		},
+		{
+			name: "no autoscaling, local",
+			set:  []string{"autoscaling.enabled=false", "replicaCount=4"},
+			pdb:  true, replicas: 4, onError: "local", nodes: 4,
+		},
+		{
+			name: "nodes set: pods of another release share the Redis",
+			set:  []string{"store.nodes=16"},
+			hpa:  true, pdb: true, onError: "local", nodes: 16,
 		},
 	}
 	domains := filepath.Join(t.TempDir(), "domains.yaml")
@@ -176,6 +203,9 @@ func TestChartRenders(t *testing.T) {
 			files := checkSluiceObjects(t, &o)
 			validateConfig(t, tc.name, files)
 			config := files[0].text
+			if cfg, _ := checkFailPolicy(t, &o, files); cfg.Store.OnError != tc.onError || cfg.Store.Nodes != tc.nodes {
+				t.Errorf("store.on_error %q, store.nodes %d; want %s, %d", cfg.Store.OnError, cfg.Store.Nodes, tc.onError, tc.nodes)
+			}
 			if got := len(o.hpas) == 1; got != tc.hpa {
 				t.Errorf("HorizontalPodAutoscaler rendered: %v, want %v", got, tc.hpa)
 			}
@@ -202,8 +232,10 @@ func TestChartRenders(t *testing.T) {
 				checkPasswordMount(t, &o)
 			}
 			wantReady := "/readyz"
-			if slices.Contains(tc.set, "readinessPath=/healthz") {
-				wantReady = "/healthz"
+			for _, s := range tc.set {
+				if v, ok := strings.CutPrefix(s, "readinessPath="); ok {
+					wantReady = v
+				}
 			}
 			if _, c := o.sluiceDeployment(t); c.ReadinessProbe.HTTPGet.Path != wantReady {
 				t.Errorf("readiness probe %s, want %s", c.ReadinessProbe.HTTPGet.Path, wantReady)

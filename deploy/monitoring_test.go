@@ -97,23 +97,33 @@ func alertRules(t *testing.T) []alertRule {
 
 // dashboard is the part of the Grafana dashboard model the tests read.
 type dashboard struct {
-	Title  string `json:"title"`
-	Panels []struct {
-		ID      int                      `json:"id"`
-		Title   string                   `json:"title"`
-		Type    string                   `json:"type"`
-		GridPos struct{ H, W, X, Y int } `json:"gridPos"`
-		Targets []struct {
-			RefID        string `json:"refId"`
-			Expr         string `json:"expr"`
-			LegendFormat string `json:"legendFormat"`
-		} `json:"targets"`
-	} `json:"panels"`
+	Title  string           `json:"title"`
+	Panels []dashboardPanel `json:"panels"`
 }
 
-// dashboardQueries returns every PromQL expression of the dashboard, its
-// variables replaced by values Prometheus accepts.
-func dashboardQueries(t *testing.T) map[string]string {
+// dashboardPanel is one panel of the dashboard.
+type dashboardPanel struct {
+	ID          int                      `json:"id"`
+	Title       string                   `json:"title"`
+	Type        string                   `json:"type"`
+	GridPos     struct{ H, W, X, Y int } `json:"gridPos"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit   string `json:"unit"`
+			Custom struct {
+				AxisLabel string `json:"axisLabel"`
+			} `json:"custom"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
+	Targets []struct {
+		RefID        string `json:"refId"`
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
+	} `json:"targets"`
+}
+
+// readDashboard reads the shipped dashboard.
+func readDashboard(t *testing.T) dashboard {
 	t.Helper()
 	raw, err := os.ReadFile(dashboardFile)
 	if err != nil {
@@ -123,6 +133,14 @@ func dashboardQueries(t *testing.T) map[string]string {
 	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// dashboardQueries returns every PromQL expression of the dashboard, its
+// variables replaced by values Prometheus accepts.
+func dashboardQueries(t *testing.T) map[string]string {
+	t.Helper()
+	d := readDashboard(t)
 	vars := strings.NewReplacer("$__rate_interval", "1m", "$job", ".+")
 	queries := map[string]string{}
 	ids := map[int]bool{}

@@ -55,8 +55,8 @@ type serviceMonitor struct {
 	} `json:"spec"`
 }
 
-// readyzStoreTimeout is how long /readyz may wait for the store (httpapi's
-// readyTimeout).
+// readyzStoreTimeout is how long /readyz and /readyz/store may wait for the
+// store (httpapi's readyTimeout).
 const readyzStoreTimeout = 2 * time.Second
 
 var scheme = func() *runtime.Scheme {
@@ -198,7 +198,7 @@ func checkSluiceObjects(t *testing.T, o *objects) []configFile {
 		t.Errorf("Deployment %s: selector %v does not select its pods %v", d.Name, d.Spec.Selector.MatchLabels, podLabels)
 	}
 
-	// Probes: liveness must not depend on Redis, readiness does.
+	// Probes: liveness must not depend on Redis; readiness may (/readyz/store).
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
@@ -209,12 +209,12 @@ func checkSluiceObjects(t *testing.T, o *objects) []configFile {
 	for _, p := range []struct {
 		probe *corev1.Probe
 		paths []string
-	}{{c.LivenessProbe, []string{"/healthz"}}, {c.ReadinessProbe, []string{"/readyz", "/healthz"}}} {
+	}{{c.LivenessProbe, []string{"/healthz"}}, {c.ReadinessProbe, []string{"/readyz", "/readyz/store", "/healthz"}}} {
 		if p.probe == nil || p.probe.HTTPGet == nil || !slices.Contains(p.paths, p.probe.HTTPGet.Path) || p.probe.HTTPGet.Port.String() != "http" {
 			t.Errorf("probe %+v: want an HTTP GET of %v on the http port", p.probe, p.paths)
 		}
 	}
-	if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet.Path == "/readyz" &&
+	if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil && strings.HasPrefix(c.ReadinessProbe.HTTPGet.Path, "/readyz") &&
 		time.Duration(c.ReadinessProbe.TimeoutSeconds)*time.Second <= readyzStoreTimeout {
 		t.Errorf("readiness probe timeout %ds: /readyz may take %v probing the store", c.ReadinessProbe.TimeoutSeconds, readyzStoreTimeout)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"image/color"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,13 +16,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -97,77 +89,41 @@ func TestRenderDashboard(t *testing.T) {
 	end := time.Now()
 	time.Sleep(3 * renderScrapeStep) // the last scrapes
 
-	var d dashboard
-	raw, err := os.ReadFile(dashboardFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
-		t.Fatal(err)
-	}
-	vars := strings.NewReplacer("$__rate_interval", "5s", "$job", ".+")
-	var plots []*plot.Plot
-	for _, p := range d.Panels {
-		pl := plot.New()
-		pl.Title.Text = p.Title
-		pl.X.Label.Text = "seconds"
-		pl.Y.Min = 0
-		pl.Legend.Top = true
-		pl.Legend.Left = true
-		pl.Add(plotter.NewGrid())
-		n := 0
+	var panels []*renderedPanel
+	for _, p := range readDashboard(t).Panels {
+		rp := newRenderedPanel(p)
 		for _, q := range p.Targets {
-			for _, s := range queryRange(t, promURL, vars.Replace(q.Expr), start, end) {
+			for _, s := range queryRange(t, promURL, renderVars.Replace(q.Expr), start, end) {
 				if len(p.Targets) == 1 && !slices.ContainsFunc(s.points, func(pt [2]float64) bool { return pt[1] != 0 }) {
 					continue // a series that stayed 0 (say, shadow_denied of an enforced policy) only crowds the legend
 				}
-				xys := make(plotter.XYs, 0, len(s.points))
-				for _, pt := range s.points {
-					xys = append(xys, plotter.XY{X: pt[0] - float64(start.Unix()), Y: pt[1]})
+				name := legend(q.LegendFormat, s.labels)
+				if strings.Contains(name, "127.0.0.1") {
+					t.Errorf("panel %q: series %q names the test's address", p.Title, name)
 				}
-				line, err := plotter.NewLine(xys)
-				if err != nil {
+				if err := rp.add(name, s.points, start); err != nil {
 					t.Fatal(err)
 				}
-				line.Color = plotutil.Color(n)
-				line.Width = vg.Points(1.5)
-				pl.Add(line)
-				pl.Legend.Add(legend(q.LegendFormat, s.labels), line)
-				n++
 			}
 		}
-		plots = append(plots, pl)
-	}
-	const cols = 2
-	rows := (len(plots) + cols - 1) / cols
-	grid := make([][]*plot.Plot, rows)
-	for i, p := range plots {
-		grid[i/cols] = append(grid[i/cols], p)
-	}
-	for len(grid[rows-1]) < cols {
-		grid[rows-1] = append(grid[rows-1], nil)
-	}
-	img := vgimg.New(12*vg.Inch, vg.Length(rows)*3*vg.Inch)
-	dc := draw.New(img)
-	dc.SetColor(color.White)
-	dc.Fill(dc.Rectangle.Path())
-	canvases := plot.Align(grid, draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}, dc)
-	for r := range grid {
-		for c, p := range grid[r] {
-			if p != nil {
-				p.Draw(canvases[r][c])
-			}
+		if len(rp.legend) == 0 {
+			t.Errorf("panel %q: no data from the run", p.Title)
 		}
+		panels = append(panels, rp)
 	}
 	f, err := os.Create(*renderFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+	if _, err := drawDashboard(panels).WriteTo(f); err != nil {
 		t.Fatal(err)
 	}
 }
+
+// renderVars gives the dashboard's variables values for the run: the rate
+// interval spans five scrapes.
+var renderVars = strings.NewReplacer("$__rate_interval", "5s", "$job", ".+")
 
 // writeAtomic replaces file's content in one rename, as an editor or the
 // kubelet would.
@@ -182,6 +138,11 @@ func writeAtomic(t *testing.T, file, text string) {
 	}
 }
 
+// renderInstance is the instance label of the scraped sluice serve: the
+// name a reader sees in the legends, as a pod's, rather than the test's
+// random loopback port.
+const renderInstance = "sluice-0"
+
 // startPrometheus runs a real Prometheus on 127.0.0.1 that scrapes target
 // every renderScrapeStep, and returns its URL.
 func startPrometheus(t *testing.T, bin, target string) string {
@@ -194,7 +155,9 @@ scrape_configs:
   - job_name: sluice
     static_configs:
       - targets: [%q]
-`, renderScrapeStep, target)), 0o644); err != nil {
+        labels:
+          instance: %s
+`, renderScrapeStep, target, renderInstance)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

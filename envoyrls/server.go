@@ -84,7 +84,9 @@ func WithLimitOverrides(on bool) Option { return func(s *Server) { s.overrides =
 func WithClock(c sluice.Clock) Option { return func(s *Server) { s.clock = c } }
 
 // New returns a Server deciding with svc. Its health service reports SERVING
-// until Shutdown.
+// until SetServing(false) or Shutdown. It does not follow the store: a store
+// opened by service.OpenStore answers by its fail policy while it cannot
+// decide.
 func New(svc *service.Service, opts ...Option) *Server {
 	s := &Server{
 		svc:            svc,
@@ -99,8 +101,7 @@ func New(svc *service.Service, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.SetServing(true)
 	return s
 }
 
@@ -109,6 +110,20 @@ func New(svc *service.Service, opts ...Option) *Server {
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	g.RegisterService(&serviceDesc, s) // rlsv3's, with a lenient decoder: see decode.go
 	healthpb.RegisterHealthServer(g, s.health)
+}
+
+// SetServing sets what the health service reports, for the server as a
+// whole ("") and for the rate limit service: SERVING or NOT_SERVING. Call
+// it with false while the server should take no traffic yet (sluice serve:
+// while it waits for its first configuration from an xDS server, as /readyz
+// does), then with true. It has no effect after Shutdown.
+func (s *Server) SetServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(ServiceName, st)
 }
 
 // Shutdown makes the health service report NOT_SERVING, for good: call it when

@@ -39,7 +39,20 @@ func TestHealth(t *testing.T) {
 	if ServiceName != rlsv3.RateLimitService_ServiceDesc.ServiceName {
 		t.Fatalf("ServiceName %q, the proto says %q", ServiceName, rlsv3.RateLimitService_ServiceDesc.ServiceName)
 	}
+	e.srv.SetServing(false)
+	for _, svc := range []string{"", ServiceName} {
+		if got := check(svc); got != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Fatalf("after SetServing(false), Check(%q) = %v, want NOT_SERVING", svc, got)
+		}
+	}
+	e.srv.SetServing(true)
+	for _, svc := range []string{"", ServiceName} {
+		if got := check(svc); got != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("after SetServing(true), Check(%q) = %v, want SERVING", svc, got)
+		}
+	}
 	e.srv.Shutdown()
+	e.srv.SetServing(true) // too late: Shutdown is for good
 	for _, svc := range []string{"", ServiceName} {
 		if got := check(svc); got != healthpb.HealthCheckResponse_NOT_SERVING {
 			t.Fatalf("after Shutdown, Check(%q) = %v, want NOT_SERVING", svc, got)

@@ -7,8 +7,9 @@
 //	PUT, GET, DELETE /v1/admin/overrides/{policy}
 //	                        limits set at runtime per key or key prefix (admin)
 //	GET  /healthz           the process is up
-//	GET  /readyz            the store answers, and the server is not starting
-//	                        (WithStarting) or draining
+//	GET  /readyz            the server answers checks, by the store or by its
+//	                        fail policy: not starting (WithStarting) nor draining
+//	GET  /readyz/store      /readyz, and the store decides (not the fail policy)
 //	GET  /metrics           Prometheus metrics
 //	GET  /healthcheck       envoyproxy/ratelimit's health check: 200 "OK" or 500
 //
@@ -41,7 +42,7 @@ const (
 	DefaultMaxBodyBytes = 64 << 10
 	// DefaultMaxChecks caps the checks of one request.
 	DefaultMaxChecks = 64
-	// readyTimeout bounds the store probe of /readyz.
+	// readyTimeout bounds the store probe of /readyz and /readyz/store.
 	readyTimeout = 2 * time.Second
 )
 
@@ -58,12 +59,12 @@ func WithMaxBodyBytes(n int64) Option { return func(a *api) { a.maxBody = n } }
 // WithMaxChecks caps the checks of one request (default DefaultMaxChecks).
 func WithMaxChecks(n int) Option { return func(a *api) { a.maxChecks = n } }
 
-// WithDraining makes /readyz answer 503 {"status":"draining"} whenever
+// WithDraining makes /readyz (and /readyz/store) answer 503 {"status":"draining"} whenever
 // draining reports true, whatever the store's health: the server is shutting
 // down and load balancers should move traffic away while it still answers.
 func WithDraining(draining func() bool) Option { return func(a *api) { a.draining = draining } }
 
-// WithStarting makes /readyz answer 503 {"status":"starting","waiting_for":…}
+// WithStarting makes /readyz (and /readyz/store) answer 503 {"status":"starting","waiting_for":…}
 // while waitingFor names something start-up still waits for (serve: the
 // first configuration from its xDS server), whatever the store's health.
 func WithStarting(waitingFor func() string) Option { return func(a *api) { a.waitingFor = waitingFor } }
@@ -103,7 +104,7 @@ func New(svc *service.Service, opts ...Option) http.Handler {
 	return r.done()
 }
 
-// Health returns the handler of GET /healthz, /readyz and /metrics alone,
+// Health returns the handler of GET /healthz, /readyz, /readyz/store and /metrics alone,
 // answering as New's do, for a server whose other port serves something
 // else (sluice proxy). Options other than WithDraining do not apply.
 func Health(svc *service.Service, opts ...Option) http.Handler {
@@ -125,7 +126,8 @@ func (a *api) health(r *routes) {
 	r.handle("GET", "/healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
-	r.handle("GET", "/readyz", http.HandlerFunc(a.ready))
+	r.handle("GET", "/readyz", a.ready(false))
+	r.handle("GET", "/readyz/store", a.ready(true))
 	r.handle("GET", "/metrics", promhttp.HandlerFor(a.svc.Registry(), promhttp.HandlerOpts{}))
 }
 
@@ -217,29 +219,44 @@ func (a *api) policies(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"policies": out})
 }
 
-func (a *api) ready(w http.ResponseWriter, r *http.Request) {
-	if a.draining != nil && a.draining() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
-		return
-	}
-	if a.waitingFor != nil {
-		if what := a.waitingFor(); what != "" {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting", "waiting_for": what})
+// ready answers readiness. A node whose store has a fail policy answers
+// every check while the store cannot decide, by store.on_error, so the
+// store's health does not make it unready unless storeRequired
+// (/readyz/store): pulling every node out of
+// load balancing when their shared Redis fails would hand the decision to
+// each client's own failure handling (Envoy's failure_mode_deny admits by
+// default) instead of the fail policy the operator chose. The store is
+// probed either way, for the body, and so that an idle node's readiness
+// checks probe a half-open breaker.
+func (a *api) ready(storeRequired bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a.draining != nil && a.draining() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 			return
 		}
+		if a.waitingFor != nil {
+			if what := a.waitingFor(); what != "" {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting", "waiting_for": what})
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		st := a.svc.Ready(ctx)
+		body := struct {
+			Status string `json:"status"`
+			Store  any    `json:"store"`
+		}{"ready", st}
+		code := http.StatusOK
+		switch {
+		case st.Ready:
+		case storeRequired || !st.Answering():
+			body.Status, code = "unavailable", http.StatusServiceUnavailable
+		default:
+			body.Status = "degraded" // answering by the fail policy
+		}
+		writeJSON(w, code, body)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
-	defer cancel()
-	st := a.svc.Ready(ctx)
-	body := struct {
-		Status string `json:"status"`
-		Store  any    `json:"store"`
-	}{"ready", st}
-	code := http.StatusOK
-	if !st.Ready {
-		body.Status, code = "unavailable", http.StatusServiceUnavailable
-	}
-	writeJSON(w, code, body)
 }
 
 // authorized checks the bearer token in constant time. The scheme name is

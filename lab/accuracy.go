@@ -113,7 +113,7 @@ func runAccuracy(ctx context.Context, e *env) (*Report, error) {
 			worst = max(worst, maxSliding(log, period))
 		}
 		sent := int64(len(trace))
-		row := newRow(string(alg), 1, sent, total, worst, o.Limit)
+		row := newRow(alg, string(alg), 1, sent, total, worst, o.Limit)
 		row.DecisionWronglyAllowedPct = pct(wrongAllow, sent)
 		row.DecisionWronglyDeniedPct = pct(wrongDeny, sent)
 		// The log is the exact count, so by Cloudflare's measure it errs

@@ -53,7 +53,7 @@ func runBoundary(ctx context.Context, e *env) (*Report, error) {
 				admitted = append(admitted, t)
 			}
 		}
-		r.Rows = append(r.Rows, newRow(string(alg), o.Nodes, int64(len(times)), int64(len(admitted)),
+		r.Rows = append(r.Rows, newRow(alg, string(alg), o.Nodes, int64(len(times)), int64(len(admitted)),
 			maxSliding(admitted, period), slidingBound(p)))
 	}
 	fw := r.Rows[0]

@@ -141,9 +141,9 @@ func hybridRow(variant string, o Options, p *sluice.Policy, traffic []arrival, a
 	var row Row
 	most := p.Limit * int64(o.Windows)
 	if p.Algorithm == sluice.FixedWindow {
-		row = newRow(variant, o.Nodes, sent, int64(len(admitted)), maxAligned(admitted, period), p.Limit)
+		row = newRow(p.Algorithm, variant, o.Nodes, sent, int64(len(admitted)), maxAligned(admitted, period), p.Limit)
 	} else {
-		row = newRow(variant, o.Nodes, sent, int64(len(admitted)), maxSliding(admitted, period), slidingBound(p))
+		row = newRow(p.Algorithm, variant, o.Nodes, sent, int64(len(admitted)), maxSliding(admitted, period), slidingBound(p))
 		most += p.Capacity()
 	}
 	perDecision := float64(calls) / float64(sent)

@@ -23,6 +23,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // Scenario names, in the order Scenarios lists them.
@@ -127,15 +129,19 @@ type Row struct {
 	// Utilization (hybrid only) is admitted ÷ the most the policy admits over
 	// the run, with demand at twice the limit.
 	Utilization *float64 `json:"utilization,omitempty"`
+	// Algorithm is the algorithm whose promise the row is measured against:
+	// the one Sluice decides with, or, for a naive design, the one it
+	// imitates (every naive design here is a fixed-window counter).
+	Algorithm sluice.Algorithm `json:"-"`
 	// Naive marks the variants that show what not to do.
 	Naive bool `json:"-"`
 	// Sync is the stale-cache sync interval of a naive row, for the plot.
 	Sync time.Duration `json:"-"`
 }
 
-func newRow(variant string, nodes int, sent, admitted, maxInSpan, bound int64) Row {
+func newRow(alg sluice.Algorithm, variant string, nodes int, sent, admitted, maxInSpan, bound int64) Row {
 	return Row{
-		Variant: variant, Nodes: nodes, Sent: sent, Admitted: admitted,
+		Variant: variant, Algorithm: alg, Nodes: nodes, Sent: sent, Admitted: admitted,
 		MaxInSpan: maxInSpan, Bound: bound,
 		Overshoot: float64(maxInSpan) / float64(bound),
 	}

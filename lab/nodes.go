@@ -71,10 +71,10 @@ func runNodes(ctx context.Context, e *env) (*Report, error) {
 	}
 	sent := int64(len(traffic))
 	r := &Report{Span: spanAligned + "; bound L (fixed_window)"}
-	naiveRow := newRow("naive: a counter per node", o.Nodes, sent, int64(len(naive)), maxAligned(naive, period), o.Limit)
+	naiveRow := newRow(sluice.FixedWindow, "naive: a counter per node", o.Nodes, sent, int64(len(naive)), maxAligned(naive, period), o.Limit)
 	naiveRow.Naive = true
 	r.Rows = append(r.Rows, naiveRow,
-		newRow("sluice: one shared store", o.Nodes, sent, int64(len(atomic)), maxAligned(atomic, period), o.Limit))
+		newRow(sluice.FixedWindow, "sluice: one shared store", o.Nodes, sent, int64(len(atomic)), maxAligned(atomic, period), o.Limit))
 	r.Summary = fmt.Sprintf("%d nodes each counting in their own process admitted %.2f× the limit per window, one per node; sharing one store kept it at %.2f×.",
 		o.Nodes, r.Rows[0].Overshoot, r.Rows[1].Overshoot)
 	return r, nil

@@ -109,14 +109,14 @@ func runRace(ctx context.Context, e *env) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	row := newRow("naive: GET, compare, SET", o.Nodes, sent, total, worst, o.Limit)
+	row := newRow(sluice.FixedWindow, "naive: GET, compare, SET", o.Nodes, sent, total, worst, o.Limit)
 	row.Naive = true
 	r.Rows = append(r.Rows, row)
 	sent, total, worst, err = contest(func(key string) (bool, error) { return decide(ctx, st, p, key) })
 	if err != nil {
 		return nil, err
 	}
-	r.Rows = append(r.Rows, newRow("sluice: atomic decision", o.Nodes, sent, total, worst, o.Limit))
+	r.Rows = append(r.Rows, newRow(sluice.FixedWindow, "sluice: atomic decision", o.Nodes, sent, total, worst, o.Limit))
 	r.Summary = fmt.Sprintf("%d nodes racing a read-then-write counter admitted up to %.2f× the limit in a round (%d rounds); Sluice's atomic decision admitted at most %.2f×.",
 		o.Nodes, r.Rows[0].Overshoot, o.Rounds, r.Rows[1].Overshoot)
 	return r, nil

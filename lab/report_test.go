@@ -66,11 +66,12 @@ func TestWriteTable(t *testing.T) {
 	}
 }
 
-// TestPlot writes a PNG and an SVG of a sweep and of a bar chart.
+// TestPlot writes a PNG and an SVG of a sweep, a bar chart and the figures
+// of two panels.
 func TestPlot(t *testing.T) {
 	dir := t.TempDir()
-	for _, s := range []string{StaleCache, Boundary} {
-		r := run(t, s, Options{})
+	for _, s := range []string{StaleCache, Boundary, Accuracy, Hybrid} {
+		r := run(t, s, Options{Sources: 50})
 		for _, ext := range []string{"png", "svg"} {
 			file := filepath.Join(dir, s+"."+ext)
 			if err := r.Plot(file); err != nil {

@@ -88,11 +88,11 @@ func runSkew(ctx context.Context, e *env) (*Report, error) {
 
 func skewReport(o Options, period, sent int64, naive, atomic []int64, source string) *Report {
 	r := &Report{Span: spanAligned + " of true time; bound L (fixed_window)"}
-	row := newRow(fmt.Sprintf("naive: windows from node clocks (skew %v)", o.Skew), o.Nodes, sent,
+	row := newRow(sluice.FixedWindow, fmt.Sprintf("naive: windows from node clocks (skew %v)", o.Skew), o.Nodes, sent,
 		int64(len(naive)), maxAligned(naive, period), o.Limit)
 	row.Naive = true
 	r.Rows = append(r.Rows, row,
-		newRow("sluice: one time source ("+source+")", o.Nodes, sent, int64(len(atomic)), maxAligned(atomic, period), o.Limit))
+		newRow(sluice.FixedWindow, "sluice: one time source ("+source+")", o.Nodes, sent, int64(len(atomic)), maxAligned(atomic, period), o.Limit))
 	r.Summary = fmt.Sprintf("With node clocks up to %v apart, fixed windows taken from each node's clock admitted %.2f× L in one true window — the nodes ahead were already counting the next window; deciding on %s kept it at %.2f×.",
 		o.Skew, r.Rows[0].Overshoot, source, r.Rows[1].Overshoot)
 	return r

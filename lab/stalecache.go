@@ -134,7 +134,7 @@ func runStaleCache(ctx context.Context, e *env) (*Report, error) {
 				admitted = append(admitted, a.t)
 			}
 		}
-		row := newRow(fmt.Sprintf("naive: cached counter, sync %v", every), o.Nodes, sent,
+		row := newRow(sluice.FixedWindow, fmt.Sprintf("naive: cached counter, sync %v", every), o.Nodes, sent,
 			int64(len(admitted)), maxAligned(admitted, period), o.Limit)
 		row.Naive, row.Sync = true, every
 		r.Rows = append(r.Rows, row)
@@ -157,7 +157,7 @@ func runStaleCache(ctx context.Context, e *env) (*Report, error) {
 			admitted = append(admitted, a.t)
 		}
 	}
-	r.Rows = append(r.Rows, newRow("sluice: atomic store", o.Nodes, sent, int64(len(admitted)), maxAligned(admitted, period), o.Limit))
+	r.Rows = append(r.Rows, newRow(sluice.FixedWindow, "sluice: atomic store", o.Nodes, sent, int64(len(admitted)), maxAligned(admitted, period), o.Limit))
 
 	worst := Row{}
 	for _, row := range r.Rows {

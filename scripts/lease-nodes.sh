@@ -114,7 +114,7 @@ start() {
 	done
 	for http in "${nodes[@]}"; do
 		for _ in $(seq 200); do
-			curl -sf "127.0.0.1:$http/readyz" >/dev/null 2>&1 && break
+			curl -sf "127.0.0.1:$http/readyz/store" >/dev/null 2>&1 && break
 			sleep 0.05
 		done
 	done

@@ -38,7 +38,7 @@ func (s *Service) Reset(ctx context.Context, p *config.Policy, key string) error
 // configurations cannot use.
 var probePolicy = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1 << 30, Period: time.Second}
 
-// StoreStatus is what /readyz reports about the store.
+// StoreStatus is what /readyz and /readyz/store report about the store.
 type StoreStatus struct {
 	// Ready: decisions are being made by the store.
 	Ready bool `json:"ready"`
@@ -51,13 +51,20 @@ type StoreStatus struct {
 	OnError string `json:"on_error,omitempty"`
 }
 
+// Answering reports whether checks get an answer: decided by the store, or,
+// while it cannot decide, by its fail policy (OnError). Only a store without
+// a fail policy — one given to New as it is, not opened by OpenStore —
+// leaves checks unanswered (503) when it fails.
+func (st StoreStatus) Answering() bool { return st.Ready || st.OnError != "" }
+
 // Ready reports whether decisions are being made by the store, not by the
 // fail policy. With Redis it goes by the real calls of the last seconds (the
 // breaker closed, the last call answered) and, on an idle node, decides a
 // probe key — a write, as every decision is: a Redis that answers reads but
 // refuses writes (maxmemory under noeviction) is not ready. A service
-// failing open or local still answers every request, but it is not
-// enforcing the shared limits, and readiness says so.
+// whose store is not ready still answers every request by its fail policy,
+// without the shared limits: /readyz/store reports it, /readyz does not
+// turn unready for it.
 func (s *Service) Ready(ctx context.Context) StoreStatus {
 	var st StoreStatus
 	var err error

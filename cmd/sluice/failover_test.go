@@ -16,6 +16,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -156,7 +157,7 @@ func (s *served) check(t *testing.T, key string) (*http.Response, checkReply, st
 	return resp, r, body
 }
 
-// readyReply is the body of GET /readyz.
+// readyReply is the body of GET /readyz and /readyz/store.
 type readyReply struct {
 	Status string `json:"status"`
 	Store  struct {
@@ -167,14 +168,36 @@ type readyReply struct {
 	} `json:"store"`
 }
 
+// ready is GET /readyz: can the node answer checks (by Redis or by its fail
+// policy)?
 func (s *served) ready(t *testing.T) (int, readyReply, string) {
 	t.Helper()
-	resp, body := do(t, "GET", s.base+"/readyz", "")
+	return s.readyAt(t, "/readyz")
+}
+
+// storeReady is GET /readyz/store: does Redis decide?
+func (s *served) storeReady(t *testing.T) (int, readyReply, string) {
+	t.Helper()
+	return s.readyAt(t, "/readyz/store")
+}
+
+func (s *served) readyAt(t *testing.T, path string) (int, readyReply, string) {
+	t.Helper()
+	resp, body := do(t, "GET", s.base+path, "")
 	var r readyReply
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		t.Fatalf("/readyz: %d %q: %v", resp.StatusCode, body, err)
+		t.Fatalf("%s: %d %q: %v", path, resp.StatusCode, body, err)
 	}
 	return resp.StatusCode, r, body
+}
+
+// expectDegraded checks that /readyz is 200 "degraded" while the store
+// cannot decide: the node answers by its fail policy, onError.
+func (s *served) expectDegraded(t *testing.T, onError string) {
+	t.Helper()
+	if code, rd, body := s.ready(t); code != 200 || rd.Status != "degraded" || rd.Store.Ready || rd.Store.OnError != onError {
+		t.Fatalf("/readyz with Redis down: %d %s; want 200 degraded, answering by on_error %s", code, body, onError)
+	}
 }
 
 // metric returns the value of one series of /metrics, such as
@@ -226,9 +249,10 @@ func deadRedis(t *testing.T, opts ...redistest.Option) *redistest.Server {
 }
 
 // TestServeStartsWhileRedisIsDown: with on_error open, serve starts while
-// its Redis is down, is alive but not ready, admits requests marked
-// degraded and says so in its metrics; once Redis is back it becomes ready
-// within recoverWithin and decides on Redis again.
+// its Redis is down, alive and ready (answering by its fail policy) but not
+// store-ready, admits requests marked degraded and says so in its metrics;
+// once Redis is back /readyz/store turns 200 within recoverWithin and it
+// decides on Redis again.
 func TestServeStartsWhileRedisIsDown(t *testing.T) {
 	r := deadRedis(t)
 	s := startServe(t, storeConfig(r.URL(), "open"))
@@ -236,13 +260,14 @@ func TestServeStartsWhileRedisIsDown(t *testing.T) {
 	if resp, body := do(t, "GET", s.base+"/healthz", ""); resp.StatusCode != 200 {
 		t.Fatalf("/healthz: %d %s", resp.StatusCode, body)
 	}
-	code, rd, body := s.ready(t)
+	code, rd, body := s.storeReady(t)
 	if code != 503 || rd.Status != "unavailable" || rd.Store.Ready || rd.Store.Error == "" || rd.Store.Breaker == "" || rd.Store.OnError != "open" {
-		t.Fatalf("/readyz with Redis down: %d %s", code, body)
+		t.Fatalf("/readyz/store with Redis down: %d %s", code, body)
 	}
 	if !strings.Contains(body, `"breaker":`) {
-		t.Fatalf("/readyz has no breaker field: %s", body)
+		t.Fatalf("/readyz/store has no breaker field: %s", body)
 	}
+	s.expectDegraded(t, "open")
 
 	// Every request is admitted, marked degraded, and nothing is counted
 	// (remaining stays at capacity - 1: open admits as if the key were new).
@@ -266,17 +291,18 @@ func TestServeStartsWhileRedisIsDown(t *testing.T) {
 	if !strings.Contains(s.logs.String(), "store call failed") || !strings.Contains(s.logs.String(), "cause=connection") {
 		t.Errorf("the failed store calls are not logged with their cause:\n%s", s.logs)
 	}
-	if code, rd, body := s.ready(t); code != 503 || rd.Store.Breaker == "closed" {
-		t.Errorf("/readyz after the breaker opened: %d %s", code, body)
+	if code, rd, body := s.storeReady(t); code != 503 || rd.Store.Breaker == "closed" {
+		t.Errorf("/readyz/store after the breaker opened: %d %s", code, body)
 	}
+	s.expectDegraded(t, "open")
 	if !strings.Contains(s.logs.String(), "store circuit breaker") {
 		t.Errorf("the breaker opening is not logged:\n%s", s.logs)
 	}
 
 	r.Restart()
 	restarted := time.Now()
-	eventually(t, recoverWithin, "/readyz 200 after Redis came back", func() (bool, string) {
-		code, rd, body := s.ready(t)
+	eventually(t, recoverWithin, "/readyz/store 200 after Redis came back", func() (bool, string) {
+		code, rd, body := s.storeReady(t)
 		return code == 200 && rd.Status == "ready" && rd.Store.Ready, fmt.Sprintf("%d %s", code, body)
 	})
 	eventually(t, recoverWithin-time.Since(restarted), "/v1/check decided on Redis again", func() (bool, string) {
@@ -310,9 +336,12 @@ func TestServeFailClosedWhileRedisIsDown(t *testing.T) {
 	r := deadRedis(t)
 	s := startServe(t, storeConfig(r.URL(), "closed"))
 
-	if code, rd, body := s.ready(t); code != 503 || rd.Store.Ready || rd.Store.OnError != "closed" || rd.Store.Breaker == "" {
-		t.Fatalf("/readyz with Redis down: %d %s", code, body)
+	if code, rd, body := s.storeReady(t); code != 503 || rd.Store.Ready || rd.Store.OnError != "closed" || rd.Store.Breaker == "" {
+		t.Fatalf("/readyz/store with Redis down: %d %s", code, body)
 	}
+	// Denying every check is the policy the operator chose: the node answers,
+	// so it stays ready.
+	s.expectDegraded(t, "closed")
 	for i := range 4 { // before and after the breaker opens (after 2 failures)
 		resp, c, body := s.check(t, "alice")
 		ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
@@ -336,6 +365,10 @@ func TestServeFailClosedWhileRedisIsDown(t *testing.T) {
 	rls := rlsv3.NewRateLimitServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
+	// gRPC health agrees with /readyz: Envoy's health checks keep sending.
+	if st, err := grpcHealth(s.grpcAddr()); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("gRPC health with Redis down: %v %v; want SERVING, as /readyz", st, err)
+	}
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
 		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.1"}}},
 	}}
@@ -389,7 +422,8 @@ func TestServeFailLocalWhileRedisIsDown(t *testing.T) {
 	if v, ok := s.metric(t, `sluice_store_degraded_decisions_total{on_error="local"}`); !ok || v < 13 {
 		t.Fatalf(`sluice_store_degraded_decisions_total{on_error="local"} = %v (exported: %v), want >= 13`, v, ok)
 	}
-	if code, rd, body := s.ready(t); code != 503 || rd.Store.OnError != "local" {
-		t.Fatalf("/readyz with Redis down: %d %s", code, body)
+	if code, rd, body := s.storeReady(t); code != 503 || rd.Store.OnError != "local" {
+		t.Fatalf("/readyz/store with Redis down: %d %s", code, body)
 	}
+	s.expectDegraded(t, "local")
 }

@@ -54,9 +54,9 @@ them. The flag overrides the configuration's store.url.
 An upstream that cannot be reached gives 502 (504 when it does not answer
 within 60 s). The configuration is read at start; restart to change it.
 
-A second port, --health-addr, answers GET /healthz, /readyz (503 while the
-store does not decide, or while draining) and /metrics, as serve's HTTP API
-does. SIGTERM or SIGINT drains, then shuts down: for --drain, /readyz answers
+A second port, --health-addr, answers GET /healthz, /readyz (503 only while
+draining: the fail policy answers while Redis cannot), /readyz/store (also
+503 while the store does not decide) and /metrics, as serve's HTTP API does. SIGTERM or SIGINT drains, then shuts down: for --drain, /readyz answers
 503 while requests are still proxied; then the listeners close and in-flight
 requests get up to --shutdown-timeout to finish. A second signal ends the
 drain early.

@@ -64,13 +64,19 @@ func getFresh(url string) (int, string, error) {
 // ready is /readyz of the health port: its status code and reply.
 func (p *proxied) ready(t *testing.T) (int, readyReply, string) {
 	t.Helper()
-	code, body, err := getFresh(p.health + "/readyz")
+	return p.readyAt(t, "/readyz")
+}
+
+// readyAt is a readiness path of the health port.
+func (p *proxied) readyAt(t *testing.T, path string) (int, readyReply, string) {
+	t.Helper()
+	code, body, err := getFresh(p.health + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var r readyReply
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		t.Fatalf("/readyz: %d %q: %v", code, body, err)
+		t.Fatalf("%s: %d %q: %v", path, code, body, err)
 	}
 	return code, r, body
 }
@@ -119,29 +125,33 @@ func TestProxyHealthAndDrain(t *testing.T) {
 	}
 }
 
-// TestProxyReadyFollowsStore: /readyz says whether the Redis store decides:
-// ready, then 503 with the store's error once Redis is gone, then ready
-// again once it is back.
+// TestProxyReadyFollowsStore: /readyz/store says whether the Redis store
+// decides: ready, then 503 with the store's error once Redis is gone, then
+// ready again once it is back; /readyz stays 200 throughout, since the fail
+// policy answers while Redis cannot.
 func TestProxyReadyFollowsStore(t *testing.T) {
 	r := redistest.Start(t)
 	p := startProxyWith(t, proxyOpenConfig, func(o *proxyOptions) { o.storeURL = r.URL() })
 	within := 3 * waitLimit // Redis is reconnected to in the background
 	eventually(t, within, "ready on Redis", func() (bool, string) {
-		code, rr, body := p.ready(t)
+		code, rr, body := p.readyAt(t, "/readyz/store")
 		return code == 200 && rr.Store.Ready, body
 	})
 	r.Kill()
-	eventually(t, within, "not ready with Redis gone", func() (bool, string) {
-		code, rr, body := p.ready(t)
+	eventually(t, within, "not store-ready with Redis gone", func() (bool, string) {
+		code, rr, body := p.readyAt(t, "/readyz/store")
 		return code == 503 && rr.Status == "unavailable" && rr.Store.Error != "", body
 	})
+	if code, rr, body := p.ready(t); code != 200 || rr.Status != "degraded" || rr.Store.OnError != "local" {
+		t.Errorf("/readyz with Redis gone: %d %s; want 200 degraded, answering by on_error local", code, body)
+	}
 	// The fail policy (local by default) still answers: the proxy serves.
 	if code, body, err := getFresh(p.base + "/x"); err != nil || code != 200 {
 		t.Errorf("proxied with Redis gone: %d %q %v", code, body, err)
 	}
 	r.Restart()
 	eventually(t, within, "ready again with Redis back", func() (bool, string) {
-		code, rr, body := p.ready(t)
+		code, rr, body := p.readyAt(t, "/readyz/store")
 		return code == 200 && rr.Store.Ready, body
 	})
 }

@@ -34,12 +34,12 @@ func withPassword(addr, pass string) string {
 	return (&url.URL{Scheme: "redis", Host: addr, User: url.UserPassword("", pass)}).String()
 }
 
-// expectReady waits until /readyz is 200 and a check of key
+// expectReady waits until /readyz/store is 200 and a check of key
 // "probe-"+t.Name() is decided on Redis (not degraded).
 func (s *served) expectReady(t *testing.T) {
 	t.Helper()
 	eventually(t, waitLimit, "ready", func() (bool, string) {
-		code, rd, body := s.ready(t)
+		code, rd, body := s.storeReady(t)
 		return code == 200 && rd.Store.Ready, fmt.Sprintf("%d %s", code, body)
 	})
 	eventually(t, waitLimit, "deciding on Redis", func() (bool, string) {
@@ -48,16 +48,20 @@ func (s *served) expectReady(t *testing.T) {
 	})
 }
 
-// expectUnready checks that /readyz stays 503 until its error contains one
-// of want (case-insensitive), and returns that error: the first probes may
-// fail for another reason, such as still dialing.
+// expectUnready checks that /readyz/store stays 503, and /readyz 200 (the
+// fail policy answers), until the store's error contains one of want
+// (case-insensitive), and returns that error: the first probes may fail for
+// another reason, such as still dialing.
 func (s *served) expectUnready(t *testing.T, want ...string) string {
 	t.Helper()
 	var last string
 	eventually(t, waitLimit, "unready because of "+strings.Join(want, " or "), func() (bool, string) {
-		code, rd, body := s.ready(t)
+		code, rd, body := s.storeReady(t)
 		if code != 503 || rd.Store.Ready {
-			t.Fatalf("/readyz: %d %s, want 503", code, body)
+			t.Fatalf("/readyz/store: %d %s, want 503", code, body)
+		}
+		if code, rd, body := s.ready(t); code != 200 || rd.Store.Ready {
+			t.Fatalf("/readyz: %d %s, want 200 with the store not ready", code, body)
 		}
 		last = rd.Store.Error
 		for _, w := range want {
@@ -350,12 +354,14 @@ func testLeaksNoSecrets(t *testing.T, format string) {
 		fmt.Fprintf(&seen, "RLS → %v\n", resp)
 	}
 	hit("GET", "/readyz", "")
+	hit("GET", "/readyz/store", "")
 	hit("GET", "/metrics", "")
 
 	// And comes back.
 	r.Restart()
 	s.expectReady(t)
 	hit("GET", "/readyz", "")
+	hit("GET", "/readyz/store", "")
 	hit("GET", "/metrics", "")
 
 	out := seen.String()

@@ -47,7 +47,7 @@ type serveOptions struct {
 
 const serveDescription = `Serve runs the rate limit service. It decides over two APIs:
   HTTP  POST /v1/check {"policy":"…","key":"…","cost":1} → 200 allowed / 429 denied,
-        plus GET /v1/policies, /healthz, /readyz, /metrics
+        plus GET /v1/policies, /healthz, /readyz, /readyz/store, /metrics
   gRPC  envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (Envoy, Istio,
         Contour, Gloo, Emissary) and grpc.health.v1.Health
 
@@ -67,6 +67,11 @@ With --xds-server, rate limit domains also come from an xDS management server
 CONFIG_TYPE=GRPC_XDS_SOTW); --config may then be left out. A domain defined both
 there and in a file is the xDS server's. A version that fails validation is
 NACKed and the configuration in force stays.
+
+/readyz and gRPC health say whether the node answers checks: 503 and
+NOT_SERVING only while starting (--xds-wait) or draining. While Redis cannot
+decide the fail policy (store.on_error) answers, so the node stays ready;
+/readyz/store is 503 then, for probes that must follow the store.
 
 SIGTERM or SIGINT drains, then shuts down: for --drain, /readyz answers 503 and
 gRPC health NOT_SERVING while requests are still served; then the listeners
@@ -270,7 +275,11 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		rlsOpts = append(rlsOpts, envoyrls.WithLimitHeaders(o.rlsLimitNames))
 	}
 	rls := envoyrls.New(svc, rlsOpts...)
-	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(o.xds.waitingFor(ctx, xds, log)),
+	// Readiness has one rule on both APIs: not while starting or draining.
+	// The store's health is not part of it, since the fail policy answers
+	// while the store cannot (/readyz/store is the strict check).
+	starting := o.xds.waitingFor(ctx, xds, log, rls.SetServing)
+	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(starting),
 		httpapi.WithHealthcheck(o.rl.health), httpapi.WithRoute("POST", "/json", rls.JSONHandler())}
 	if token != "" {
 		apiOpts = append(apiOpts, httpapi.WithAdminToken(token))

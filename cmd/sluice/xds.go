@@ -53,7 +53,7 @@ func (x *xdsOptions) addFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&x.certFile, "xds-cert-file", def.certFile, "PEM `file` of a client certificate for the xDS server, with --xds-key-file")
 	fs.StringVar(&x.keyFile, "xds-key-file", def.keyFile, "PEM `file` of the client certificate's key")
 	fs.StringVar(&x.serverName, "xds-server-name", def.serverName, "the `name` to verify the xDS server's certificate against (default: the host of --xds-server)")
-	fs.DurationVar(&x.wait, "xds-wait", 30*time.Second, "with --xds-server: how long /readyz answers 503 waiting for the first configuration from it, before reporting ready without it (0: no wait)")
+	fs.DurationVar(&x.wait, "xds-wait", 30*time.Second, "with --xds-server: how long /readyz answers 503 and gRPC health NOT_SERVING waiting for the first configuration from it, before reporting ready without it (0: no wait)")
 }
 
 // tlsConfig is the connection's TLS configuration; nil for plaintext.
@@ -110,13 +110,16 @@ func (x *xdsOptions) client(svc *service.Service, log *slog.Logger) (*xdsconfig.
 // the xDS server c, until it is applied or x.wait has passed (then "",
 // logged), so that a node takes no traffic before it knows the xDS domains'
 // limits — envoyproxy/ratelimit holds its start-up for it likewise. Always
-// "" without a client or a wait; the wait ends with ctx.
-func (x *xdsOptions) waitingFor(ctx context.Context, c *xdsconfig.Client, log *slog.Logger) func() string {
+// "" without a client or a wait; the wait ends with ctx. serving hears the
+// same (serve's gRPC health): false at once if there is a wait, true when
+// it ends, and nothing once ctx has ended (the drain takes over then).
+func (x *xdsOptions) waitingFor(ctx context.Context, c *xdsconfig.Client, log *slog.Logger, serving func(bool)) func() string {
 	if c == nil || x.wait <= 0 {
 		return func() string { return "" }
 	}
 	var waiting atomic.Bool
 	waiting.Store(true)
+	serving(false)
 	go func() {
 		defer waiting.Store(false)
 		timer := time.NewTimer(x.wait)
@@ -126,7 +129,9 @@ func (x *xdsOptions) waitingFor(ctx context.Context, c *xdsconfig.Client, log *s
 		case <-timer.C:
 			log.Warn("no configuration from the xDS server within --xds-wait: ready without it", "xds_wait", x.wait)
 		case <-ctx.Done():
+			return
 		}
+		serving(true)
 	}()
 	return func() string {
 		if waiting.Load() {

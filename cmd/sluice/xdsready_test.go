@@ -6,6 +6,7 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice/internal/xdstest"
 )
@@ -16,8 +17,19 @@ func readyz(t *testing.T, srv *server) (int, string) {
 	return get(t, "http://"+srv.httpAddr.String()+"/readyz")
 }
 
+// grpcServing reports whether the gRPC health service says SERVING.
+func grpcServing(t *testing.T, srv *server) bool {
+	t.Helper()
+	st, err := grpcHealth(srv.grpcAddr.String())
+	if err != nil {
+		t.Fatalf("gRPC health: %v", err)
+	}
+	return st == healthpb.HealthCheckResponse_SERVING
+}
+
 // TestReadyWaitsForXDS: with --xds-server, /readyz answers 503 "starting"
-// until the first version from the server is in force, then 200.
+// and gRPC health NOT_SERVING until the first version from the server is in
+// force, then 200 and SERVING.
 func TestReadyWaitsForXDS(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0") // no version yet
 	srv, _ := startXDSServer(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, wait: time.Hour}, "")
@@ -28,10 +40,13 @@ func TestReadyWaitsForXDS(t *testing.T) {
 	if code, body := readyz(t, srv); code != 503 || !strings.Contains(body, `"starting"`) || !strings.Contains(body, "xDS") {
 		t.Fatalf("/readyz before any xDS version: %d %s; want 503 starting, waiting for xDS", code, body)
 	}
+	if grpcServing(t, srv) {
+		t.Fatal("gRPC health SERVING before any xDS version; want NOT_SERVING, as /readyz")
+	}
 	cp.Set("v1", xdstest.Domain("edge", "remote_address", "", 10))
-	xdstest.WaitFor(t, "/readyz 200 once v1 is applied", func() bool {
+	xdstest.WaitFor(t, "/readyz 200 and gRPC SERVING once v1 is applied", func() bool {
 		code, _ := readyz(t, srv)
-		return code == 200
+		return code == 200 && grpcServing(t, srv)
 	})
 }
 
@@ -41,9 +56,9 @@ func TestReadyWaitsForXDS(t *testing.T) {
 func TestReadyXDSWaitBounded(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0")
 	srv, logs := startXDSServer(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, wait: short}, "")
-	xdstest.WaitFor(t, "/readyz 200 after --xds-wait", func() bool {
+	xdstest.WaitFor(t, "/readyz 200 and gRPC SERVING after --xds-wait", func() bool {
 		code, _ := readyz(t, srv)
-		return code == 200
+		return code == 200 && grpcServing(t, srv)
 	})
 	if !strings.Contains(logs.String(), "within --xds-wait") {
 		t.Errorf("the end of the wait is not logged:\n%s", logs)
@@ -57,7 +72,7 @@ func TestReadyXDSWaitBounded(t *testing.T) {
 func TestReadyNoXDSWait(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0")
 	srv, _ := startXDSServer(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID}, "")
-	if code, body := readyz(t, srv); code != 200 {
-		t.Errorf("/readyz with --xds-wait 0: %d %s", code, body)
+	if code, body := readyz(t, srv); code != 200 || !grpcServing(t, srv) {
+		t.Errorf("/readyz with --xds-wait 0: %d %s, gRPC SERVING %v", code, body, grpcServing(t, srv))
 	}
 }

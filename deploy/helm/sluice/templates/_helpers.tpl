@@ -29,3 +29,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- include "sluice.fullname" . }}-redis
 {{- end -}}
 {{- end -}}
+
+{{/* The pods sharing the limits (store.nodes): as set, else the most pods
+the Deployment can run, so that on_error local never admits more than the
+limit. */}}
+{{- define "sluice.nodes" -}}
+{{- if .Values.store.nodes -}}
+{{- .Values.store.nodes -}}
+{{- else if .Values.autoscaling.enabled -}}
+{{- .Values.autoscaling.maxReplicas -}}
+{{- else -}}
+{{- .Values.replicaCount -}}
+{{- end -}}
+{{- end -}}
