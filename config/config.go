@@ -29,6 +29,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -90,6 +91,12 @@ type Store struct {
 	PasswordFile string
 	// TLS configures rediss:// connections; nil uses the system's roots.
 	TLS *TLS
+	// KeyPrefix starts every Redis key and channel Sluice uses (its own
+	// "sluice:" follows it), so that several deployments can share one Redis
+	// (envoyproxy/ratelimit's CACHE_KEY_PREFIX). It must not hold '{' or '}':
+	// Sluice places the hash tags that keep a Cluster's multi-key scripts on
+	// one slot itself.
+	KeyPrefix string
 	// Lease, when set, makes each node decide locally from quota leased
 	// from Redis (package lease), for every policy but those whose own lease
 	// section says otherwise; nil decides every request on Redis. Off
@@ -322,4 +329,14 @@ func Glob(pattern, value string) bool {
 		p++
 	}
 	return p == len(pattern)
+}
+
+// CheckKeyPrefix says what is wrong with a store key prefix, or "". A brace
+// would move or break the hash tags Sluice's keys carry: on a Cluster, the
+// overrides' scripts need every key they touch on one slot.
+func CheckKeyPrefix(prefix string) string {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Sprintf("%q holds '{' or '}': Sluice places the Redis Cluster hash tags in its keys itself", prefix)
+	}
+	return ""
 }

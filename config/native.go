@@ -45,7 +45,7 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 // store reads the store section. The URL is checked only for its scheme:
 // opening it is the server's job, and a half-parsed URL is no better.
 func (p *fileParser) store(n *yaml.Node) *Store {
-	f, ok := p.mapping(n, "store", "url", "timeout", "timeout_min", "timeout_max", "on_error", "nodes", "breaker", "max_keys", "max_bytes", "password_file", "tls", "lease")
+	f, ok := p.mapping(n, "store", "url", "timeout", "timeout_min", "timeout_max", "on_error", "nodes", "breaker", "max_keys", "max_bytes", "password_file", "tls", "lease", "key_prefix")
 	if !ok {
 		return nil
 	}
@@ -84,6 +84,12 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 	}
 	if v, set := p.str(f, "password_file"); set {
 		s.PasswordFile = p.relative(v)
+	}
+	if v, set := p.str(f, "key_prefix"); set {
+		if msg := CheckKeyPrefix(v); msg != "" {
+			p.errorf(f.get("key_prefix"), "store.key_prefix", "%s", msg)
+		}
+		s.KeyPrefix = v
 	}
 	if n := f.get("lease"); n != nil {
 		if s.Lease = p.leaseSection(n, "store.lease"); s.Lease != nil {

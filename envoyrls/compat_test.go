@@ -92,44 +92,21 @@ func TestShareThresholdCounts(t *testing.T) {
 }
 
 // TestQuotaMode: a quota-mode limit is counted but does not deny by itself:
-// over it, its descriptor is OVER_LIMIT, the request OK, and the dynamic
-// metadata lists it; with every quota-mode limit of the request exhausted,
-// the request is denied.
+// over it, its descriptor is OVER_LIMIT and the request OK; with every
+// quota-mode limit of the request exhausted, the request is denied. As
+// envoyproxy/ratelimit now, no quotaModeEnabled / quotaModeViolations
+// metadata is sent.
 func TestQuotaMode(t *testing.T) {
 	e := newEnv(t, openMemory, loadRatelimit(t, "quota.yaml"))
 	const d = "shapes-quota"
 	primary, secondary := desc("backend", "primary"), desc("backend", "secondary")
-	violations := func(resp *rlsv3.RateLimitResponse) []float64 {
-		t.Helper()
-		f := resp.GetDynamicMetadata().GetFields()
-		if !f[metaQuotaEnabled].GetBoolValue() {
-			t.Fatalf("no %s in %v", metaQuotaEnabled, resp.GetDynamicMetadata())
-		}
-		var out []float64
-		for _, v := range f[metaQuotaViolations].GetListValue().GetValues() {
-			out = append(out, v.GetNumberValue())
-		}
-		return out
-	}
+	checkStatuses(t, e.call(d, 0, primary, secondary), codeOK, ok(anonymous, 0), ok(anonymous, 1))
 	resp := e.call(d, 0, primary, secondary)
-	checkStatuses(t, resp, codeOK, ok(anonymous, 0), ok(anonymous, 1))
-	if v := violations(resp); len(v) != 0 {
-		t.Fatalf("violations %v, want none", v)
-	}
-	resp = e.call(d, 0, primary, secondary)
 	checkStatuses(t, resp, codeOK, over(anonymous, 0), ok(anonymous, 0))
-	if v := violations(resp); len(v) != 1 || v[0] != 0 {
-		t.Fatalf("violations %v, want [0]", v)
+	if md := resp.GetDynamicMetadata(); md != nil {
+		t.Fatalf("dynamic metadata %v without WithDynamicMetadata", md)
 	}
-	resp = e.call(d, 0, primary, secondary)
-	checkStatuses(t, resp, codeOverLimit, over(anonymous, 0), over(anonymous, 0))
-	if v := violations(resp); len(v) != 2 {
-		t.Fatalf("violations %v, want [0 1]", v)
-	}
-	// A request without quota-mode limits has no metadata.
-	if md := e.call(d, 0, desc("other", "x")).GetDynamicMetadata(); md != nil {
-		t.Fatalf("metadata %v on a request without quota-mode limits", md)
-	}
+	checkStatuses(t, e.call(d, 0, primary, secondary), codeOverLimit, over(anonymous, 0), over(anonymous, 0))
 }
 
 // TestReplacesScript replays envoyproxy/ratelimit's replaces integration
@@ -192,11 +169,7 @@ func TestQuotaModeWithEnforcedLimits(t *testing.T) {
 		node("user", "", limits(pol("u", 2, time.Minute))))))
 	checkStatuses(t, e.call("d", 0, desc("backend", "b"), desc("user", "x")), codeOK, ok("q", 0), ok("u", 1))
 	for range 2 {
-		resp := e.call("d", 0, desc("backend", "b"), desc("user", "x"))
-		checkStatuses(t, resp, codeOverLimit, over("q", 0), ok("u", 1))
-		if len(resp.GetDynamicMetadata().GetFields()[metaQuotaViolations].GetListValue().GetValues()) != 1 {
-			t.Fatalf("metadata %v", resp.GetDynamicMetadata())
-		}
+		checkStatuses(t, e.call("d", 0, desc("backend", "b"), desc("user", "x")), codeOverLimit, over("q", 0), ok("u", 1))
 	}
 }
 
@@ -213,9 +186,8 @@ func TestQuotaGoneAfterCharging(t *testing.T) {
 	sc.plan(nil)
 	sc.results[0] = sluice.Result{Allowed: false, Limit: 1, Remaining: 0, RetryAfter: time.Second}
 	sc.results[1] = sluice.Result{Allowed: true, Limit: 2, Remaining: 0}
-	quota, gone := sc.applyQuota(true)
-	if !quota || !gone {
-		t.Fatalf("applyQuota = %v, %v", quota, gone)
+	if !sc.applyQuota(true) {
+		t.Fatal("applyQuota: quota left, want none")
 	}
 	sc.quotaDenied = true
 	checkStatuses(t, e.srv.respond(sc, 2, false), codeOverLimit, over("q", 0), ok("u", 0))

@@ -1,6 +1,7 @@
 package envoyrls
 
 import (
+	"math"
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -9,8 +10,8 @@ import (
 
 // envoyproxy/ratelimit's response headers (LIMIT_RESPONSE_HEADERS_ENABLED).
 //
-// They describe one descriptor: the first of those with a limit that has the
-// least remaining. Its requests_per_unit, limit_remaining and
+// They describe one descriptor, the one envoyproxy/ratelimit picks (see
+// headerStatus). Its requests_per_unit, limit_remaining and
 // duration_until_reset (whole seconds) become three headers, whose names
 // ratelimit reads from LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
 // LIMIT_RESET_HEADER. They go beside the IETF fields of WithHeaders, and
@@ -52,23 +53,45 @@ func LimitHeadersFromEnv(getenv func(string) string) (names LimitHeaderNames, on
 
 func (n LimitHeaderNames) on() bool { return n.Limit != "" || n.Remaining != "" || n.Reset != "" }
 
-// headers returns the headers for resp's statuses, or nil when no
+// headerStatus is the status the headers describe, as envoyproxy/ratelimit
+// picks it: the last descriptor over an enforced (not quota-mode) limit, else
+// the first of those with a limit that has the least remaining; nil when no
 // status has a limit.
-func (n LimitHeaderNames) headers(resp *rlsv3.RateLimitResponse) []*corev3.HeaderValue {
-	var least *rlsv3.RateLimitResponse_DescriptorStatus
-	for _, st := range resp.Statuses {
-		if st.CurrentLimit != nil && (least == nil || st.LimitRemaining < least.LimitRemaining) {
-			least = st
+func (sc *scratch) headerStatus(resp *rlsv3.RateLimitResponse) *rlsv3.RateLimitResponse_DescriptorStatus {
+	var pick *rlsv3.RateLimitResponse_DescriptorStatus
+	least := uint32(math.MaxUint32)
+	for i, st := range resp.Statuses {
+		if st.CurrentLimit == nil {
+			continue
+		}
+		if st.Code == codeOverLimit && !sc.reportsQuota(i) {
+			pick, least = st, 0
+			continue
+		}
+		if st.LimitRemaining < least {
+			pick, least = st, st.LimitRemaining
 		}
 	}
-	if least == nil {
-		return nil
+	return pick
+}
+
+// reportsQuota reports whether descriptor i's status is that of a quota-mode
+// limit.
+func (sc *scratch) reportsQuota(i int) bool {
+	if i >= len(sc.best) || sc.best[i] < 0 {
+		return false
 	}
+	p := sc.limits[sc.best[i]].policy
+	return p != nil && p.QuotaMode
+}
+
+// headers returns the headers describing st.
+func (n LimitHeaderNames) headers(st *rlsv3.RateLimitResponse_DescriptorStatus) []*corev3.HeaderValue {
 	out := make([]*corev3.HeaderValue, 0, 3)
 	for _, h := range []struct{ name, value string }{
-		{n.Limit, strconv.FormatUint(uint64(least.CurrentLimit.RequestsPerUnit), 10)},
-		{n.Remaining, strconv.FormatUint(uint64(least.LimitRemaining), 10)},
-		{n.Reset, strconv.FormatInt(least.DurationUntilReset.GetSeconds(), 10)},
+		{n.Limit, strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
+		{n.Remaining, strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{n.Reset, strconv.FormatInt(st.DurationUntilReset.GetSeconds(), 10)},
 	} {
 		if h.name != "" {
 			out = append(out, &corev3.HeaderValue{Key: h.name, Value: h.value})

@@ -111,8 +111,8 @@ func TestPlansFromDescriptor(t *testing.T) {
 func TestPlanCapacity(t *testing.T) {
 	e := newEnv(t, openMemory, loadYAML(t, plansYAML))
 	checkStatuses(t, e.call("saas", 8, desc("tenant", "acme", "plan", "pro")), codeOK, ok("per_tenant", 2))
-	checkStatuses(t, e.call("saas", 11, desc("tenant", "big", "plan", "pro")), codeOverLimit, over("per_tenant", 10))
-	checkStatuses(t, e.call("saas", 4, desc("tenant", "big")), codeOverLimit, over("per_tenant", 3))
+	checkStatuses(t, e.call("saas", 11, desc("tenant", "big", "plan", "pro")), codeOverLimit, over("per_tenant", 0))
+	checkStatuses(t, e.call("saas", 4, desc("tenant", "big")), codeOverLimit, over("per_tenant", 0))
 }
 
 // TestCurrentLimitUnderOverride: a runtime override of a descriptor limit's
@@ -143,7 +143,7 @@ func TestCurrentLimitUnderOverride(t *testing.T) {
 				{"vip", 1, ok("u", 4), perHour(5)},
 				{"vip", 4, ok("u", 0), perHour(5)}, // above the configured 2, within the override
 				{"plain", 1, ok("u", 1), perMinute(2)},
-				{"low", 2, over("u", 1), perMinute(1)}, // within the configured 2, above the override
+				{"low", 2, over("u", 0), perMinute(1)}, // within the configured 2, above the override
 			} {
 				resp := e.call("d", c.hits, desc("user", c.key))
 				checkStatuses(t, resp, c.want.code, c.want)

@@ -2,8 +2,6 @@ package envoyrls
 
 import (
 	"context"
-
-	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Quota mode (envoyproxy/ratelimit's quota_mode: true on a descriptor).
@@ -11,21 +9,14 @@ import (
 // A quota-mode limit is a soft one. It is decided and counted like a shadow
 // limit (config sets Shadow on it), so it never denies the request by
 // itself; when it cannot admit its cost, its descriptor's status is
-// OVER_LIMIT while the request stays OK, and the response's dynamic metadata
-// says so: quotaModeEnabled is true when a quota-mode limit matched, and
-// quotaModeViolations lists the indices of the descriptors whose quota-mode
-// limit is exhausted. Envoy can route on it (to a fallback backend, say).
-// When every quota-mode limit of the request is exhausted, though, the
-// request is denied, as envoyproxy/ratelimit does: there is no quota left
-// anywhere. The quotas are looked at before deciding, so such a request is
-// denied without charging anything; only one that races another for the last
-// units can find them gone after its enforced limits were charged.
-
-// Metadata field names, as envoyproxy/ratelimit sends them.
-const (
-	metaQuotaEnabled    = "quotaModeEnabled"
-	metaQuotaViolations = "quotaModeViolations"
-)
+// OVER_LIMIT while the request stays OK. When every quota-mode limit of the
+// request is exhausted, though, the request is denied, as
+// envoyproxy/ratelimit does: there is no quota left anywhere. The quotas are
+// looked at before deciding, so such a request is denied without charging
+// anything; only one that races another for the last units can find them
+// gone after its enforced limits were charged. As envoyproxy/ratelimit since
+// it dropped them, the response carries no quotaModeEnabled or
+// quotaModeViolations metadata.
 
 // quotaExhausted reports whether quota-mode limit l could not admit its
 // cost. allowed says whether the enforced limits admitted the request: the
@@ -51,18 +42,10 @@ func (sc *scratch) quotaExhausted(l *limitRef, allowed bool) bool {
 	return false
 }
 
-// flaggedExhausted reports whether quota-mode limit l was found exhausted.
-func (sc *scratch) flaggedExhausted(l *limitRef) bool {
-	if l.kind == kindLive {
-		return sc.flags[l.check]&flagQuotaExhausted != 0
-	}
-	return l.kind == kindZeroLimit && l.cost > 0
-}
-
 // applyQuota flags the exhausted quota-mode checks and reports whether the
-// request has quota-mode limits (any) and whether all of them are exhausted.
-func (sc *scratch) applyQuota(allowed bool) (any, all bool) {
-	all = true
+// request has quota-mode limits and all of them are exhausted.
+func (sc *scratch) applyQuota(allowed bool) (noneLeft bool) {
+	any, all := false, true
 	for i := range sc.limits {
 		l := &sc.limits[i]
 		if l.policy == nil || !l.policy.QuotaMode || l.kind == kindReplaced {
@@ -77,25 +60,7 @@ func (sc *scratch) applyQuota(allowed bool) (any, all bool) {
 			sc.flags[l.check] |= flagQuotaExhausted
 		}
 	}
-	return any, any && all
-}
-
-// quotaMetadata is the response's dynamic metadata for a request with
-// quota-mode limits.
-func (sc *scratch) quotaMetadata() *structpb.Struct {
-	var violations []*structpb.Value
-	for i, bi := range sc.best {
-		if bi < 0 {
-			continue
-		}
-		if l := &sc.limits[bi]; l.policy != nil && l.policy.QuotaMode && sc.flaggedExhausted(l) {
-			violations = append(violations, structpb.NewNumberValue(float64(i)))
-		}
-	}
-	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		metaQuotaEnabled:    structpb.NewBoolValue(true),
-		metaQuotaViolations: structpb.NewListValue(&structpb.ListValue{Values: violations}),
-	}}
+	return any && all
 }
 
 // quotaGone reports whether the request has quota-mode limits and none of

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -43,6 +44,9 @@ type Server struct {
 	overrides      bool
 	maxDescriptors int
 	maxEntries     int
+
+	dynamicMetadata bool
+	unknownDomains  prometheus.Counter
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
@@ -92,6 +96,7 @@ func New(svc *service.Service, opts ...Option) *Server {
 		overrides:      true,
 		maxDescriptors: DefaultMaxDescriptors,
 		maxEntries:     DefaultMaxEntries,
+		unknownDomains: unknownDomainCounter(svc.Registry()),
 	}
 	for _, o := range opts {
 		o(s)
@@ -151,14 +156,18 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
 	if n > s.maxDescriptors {
-		return refuseAll(n), nil
+		return s.withMetadata(refuseAll(n), req), nil
 	}
-	sc := getScratch()
-	defer putScratch(sc)
 	// One configuration for the whole request: a reload in the middle of it
 	// must not match some descriptors against the old tree and some against
 	// the new one.
-	s.collect(sc, s.svc.Config(), req)
+	cfg := s.svc.Config()
+	if cfg.Domains[req.GetDomain()] == nil {
+		s.unknownDomain(ctx, req.GetDomain())
+	}
+	sc := getScratch()
+	defer putScratch(sc)
+	s.collect(sc, cfg, req)
 	sc.plan(s.svc)
 	if !sc.blocked && s.quotaGone(ctx, sc) {
 		sc.blocked = true // denied, and nothing charged
@@ -169,18 +178,50 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		// Envoy's failure_mode_deny, which defaults to letting requests
 		// through; a denial is what was configured.
 		s.log.Debug("rate limit store unavailable; failing closed", "domain", req.GetDomain(), "error", err)
-		return s.respond(sc, n, false), nil
+		return s.withMetadata(s.respond(sc, n, false), req), nil
 	}
 	if err != nil {
 		return nil, s.decideError(ctx, sc, req.GetDomain(), err)
 	}
-	quota, noQuotaLeft := sc.applyQuota(allowed)
+	noQuotaLeft := sc.applyQuota(allowed)
 	sc.quotaDenied = allowed && noQuotaLeft
-	resp := s.respond(sc, n, allowed && !noQuotaLeft)
-	if quota {
-		resp.DynamicMetadata = sc.quotaMetadata()
+	return s.withMetadata(s.respond(sc, n, allowed && !noQuotaLeft), req), nil
+}
+
+// withMetadata adds the request's dynamic metadata to resp when
+// WithDynamicMetadata is on.
+func (s *Server) withMetadata(resp *rlsv3.RateLimitResponse, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+	if s.dynamicMetadata {
+		resp.DynamicMetadata = requestMetadata(req)
 	}
-	return resp, nil
+	return resp
+}
+
+// unknownDomain records a request for a domain no configuration has, which
+// is OK without a limit (as envoyproxy/ratelimit): most likely a typo in
+// Envoy's or Sluice's configuration. The domain is request data, so it is
+// logged at debug level, not used as a metric label.
+func (s *Server) unknownDomain(ctx context.Context, domain string) {
+	s.unknownDomains.Inc()
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.DebugContext(ctx, "unknown rate limit domain: no limits apply", "domain", domain)
+	}
+}
+
+// unknownDomainCounter is the counter of requests for unknown domains, on
+// reg; registered once per registry, however many Servers share it.
+func unknownDomainCounter(reg prometheus.Registerer) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_rls_unknown_domain_total",
+		Help: "Rate limit requests (Envoy RLS) for a domain no configuration has; answered OK without a limit.",
+	})
+	if err := reg.Register(c); err != nil {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+			return are.ExistingCollector.(prometheus.Counter)
+		}
+		panic(err)
+	}
+	return c
 }
 
 // refused is the status of a descriptor that could not be decided.

@@ -57,7 +57,9 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 		resp.ResponseHeadersToAdd = sc.headers(allowed, retry)
 	}
 	if s.limitHeaders.on() {
-		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, s.limitHeaders.headers(resp)...)
+		if st := sc.headerStatus(resp); st != nil {
+			resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, s.limitHeaders.headers(st)...)
+		}
 	}
 	return resp
 }
@@ -170,7 +172,11 @@ func (sc *scratch) fill(b *statusBlock, l *limitRef, now time.Time) {
 	b.limit.Unit = unit
 	b.limit.RequestsPerUnit = rpu
 	b.status.CurrentLimit = &b.limit
-	b.status.LimitRemaining = clampUint32(res.Remaining)
+	if !over {
+		// As envoyproxy/ratelimit: a descriptor over its limit has nothing
+		// left, whatever a cost larger than what remains left untouched.
+		b.status.LimitRemaining = clampUint32(res.Remaining)
+	}
 	reset := untilReset(applied, res.ResetAfter, now)
 	b.reset.Seconds = int64(reset / time.Second)
 	b.reset.Nanos = int32(reset % time.Second)
@@ -179,7 +185,10 @@ func (sc *scratch) fill(b *statusBlock, l *limitRef, now time.Time) {
 
 // untilReset is a limited descriptor's duration_until_reset, never 0. A fixed
 // window (envoyproxy/ratelimit's only kind, and a ban's) resets at the end of
-// the current window, aligned to the epoch, whatever the key holds. Other
+// the current window, aligned to the epoch, whatever the key holds; a window
+// of whole seconds reports it as envoyproxy/ratelimit does, in whole seconds
+// from the current second (window - unix seconds mod window), so that the
+// seconds Envoy and the limit headers show are the same as ratelimit's. Other
 // algorithms report when the key's state is back to unused; a key holding
 // nothing (a peek, a fresh key) reports how long one unit takes to come back,
 // which is when the state would reset if a request were charged now.
@@ -188,6 +197,10 @@ func untilReset(p *config.Policy, after time.Duration, now time.Time) time.Durat
 		return max(after, 1)
 	}
 	if p.Algorithm == sluice.FixedWindow || p.DeniesAll() {
+		if p.Period%time.Second == 0 {
+			window := int64(p.Period / time.Second)
+			return time.Duration(window-now.Unix()%window) * time.Second
+		}
 		window := p.Period.Microseconds()
 		if window <= 0 {
 			return max(after, 1)

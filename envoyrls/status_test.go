@@ -29,17 +29,19 @@ func TestStatusFields(t *testing.T) {
 		}
 	}
 	const minute = rlsv3.RateLimitResponse_RateLimit_MINUTE
-	e.clock.Advance(1500 * time.Millisecond) // 16.5s: 43.5s left in the minute, 3.5s in the 10s window
+	// 16.5s: as envoyproxy/ratelimit, the time left in the window counts from
+	// the current second: 44s in the minute, 4s in the 10s window.
+	e.clock.Advance(1500 * time.Millisecond)
 	req := func() *rlsv3.RateLimitResponse {
 		return e.call("api", 0, withHits(desc("user", "a"), 2), desc("ip", "10.0.0.1"), desc("free", "x"))
 	}
 	want := &rlsv3.RateLimitResponse{
 		OverallCode: codeOK,
 		Statuses: []*rlsv3.RateLimitResponse_DescriptorStatus{
-			status(codeOK, "per_user", minute, 3, 1, 43500*time.Millisecond),
+			status(codeOK, "per_user", minute, 3, 1, 44*time.Second),
 			// 10 per 10s is reported as 60 per MINUTE: the smallest unit
 			// at least as long as the period, and the same rate.
-			status(codeOK, "per_ip", minute, 60, 9, 3500*time.Millisecond),
+			status(codeOK, "per_ip", minute, 60, 9, 4*time.Second),
 			{Code: codeOK},
 		},
 	}
@@ -47,9 +49,10 @@ func TestStatusFields(t *testing.T) {
 		t.Fatalf("got  %v\nwant %v", got, want)
 	}
 	// per_user has 1 left, the request asks 2: only its descriptor is
-	// OVER_LIMIT; per_ip reports its unchanged state.
+	// OVER_LIMIT, with nothing left (as envoyproxy/ratelimit); per_ip reports
+	// its unchanged state.
 	want.OverallCode = codeOverLimit
-	want.Statuses[0].Code = codeOverLimit
+	want.Statuses[0].Code, want.Statuses[0].LimitRemaining = codeOverLimit, 0
 	if got := req(); !proto.Equal(got, want) {
 		t.Fatalf("got  %v\nwant %v", got, want)
 	}

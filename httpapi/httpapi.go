@@ -11,6 +11,9 @@
 //	                        fail policy: not starting (WithStarting) nor draining
 //	GET  /readyz/store      /readyz, and the store decides (not the fail policy)
 //	GET  /metrics           Prometheus metrics
+//	GET  /healthcheck       envoyproxy/ratelimit's health check: 200 "OK" or 500
+//
+// WithRoute adds more (serve: envoyproxy/ratelimit's POST /json).
 //
 // A check answers 200 when allowed and 429 when denied, both with a JSON body
 // and the RateLimit-Policy / RateLimit fields (and Retry-After when denied).
@@ -73,6 +76,9 @@ type api struct {
 	maxChecks  int
 	draining   func() bool
 	waitingFor func() string
+
+	healthcheckOf Healthcheck // GET /healthcheck's checks
+	routes        []route     // WithRoute's
 }
 
 // New returns the API's handler over svc.
@@ -89,6 +95,10 @@ func New(svc *service.Service, opts ...Option) http.Handler {
 			r.mux.Handle("GET /v1/admin/overrides/{policy}", a.adminOnly(a.listOverrides))
 			r.mux.Handle("DELETE /v1/admin/overrides/{policy}", a.adminOnly(a.deleteOverride))
 		}
+	}
+	r.handle("GET", "/healthcheck", http.HandlerFunc(a.healthcheck))
+	for _, rt := range a.routes {
+		r.handle(rt.method, rt.path, rt.h)
 	}
 	a.health(r)
 	return r.done()

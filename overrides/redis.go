@@ -58,8 +58,10 @@ func NewRedis(opt rueidis.ClientOption, opts ...Option) *Store {
 		// and with it every call waiting for the connection, this long.
 		opt.Dialer.Timeout = callTimeout
 	}
-	b := &redisBackend{opt: opt, prefix: DefaultRedisPrefix, channel: "sluice:overrides"}
-	return newStore(b, opts)
+	b := &redisBackend{opt: opt}
+	s := newStore(b, opts)
+	b.prefix, b.channel = s.prefix+DefaultRedisPrefix, s.prefix+"sluice:overrides"
+	return s
 }
 
 // Close closes the Store's connections, if it has any.

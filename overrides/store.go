@@ -30,6 +30,7 @@ type Store struct {
 	clock   sluice.Clock
 	log     *slog.Logger
 	poll    time.Duration
+	prefix  string // WithKeyPrefix's
 	current atomic.Pointer[Set]
 	changed chan struct{} // a change may have happened elsewhere: reload
 
@@ -50,6 +51,12 @@ func WithClock(c sluice.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithLogger sets the logger every change is logged on (default slog.Default).
 func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithKeyPrefix starts the Redis keys and channel of a Store NewRedis
+// returns with prefix, before DefaultRedisPrefix, so that deployments with
+// different prefixes on one Redis keep apart. prefix must not hold '{' or
+// '}': the keys' own hash tag keeps them on one Cluster slot.
+func WithKeyPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
 
 // WithPollInterval sets how often Run checks the version for a change it
 // was not told of (default DefaultPollInterval).

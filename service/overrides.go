@@ -112,7 +112,7 @@ func (s *Service) limitOf(c Check, set *overrides.Set, now *time.Time) *config.P
 // that restarts enforces them from its first decision) and keeps them
 // current until ctx ends; closeFn stops that and releases the connection.
 func OpenOverrides(ctx context.Context, cfg config.Store, log *slog.Logger, opts ...overrides.Option) (ov *overrides.Store, closeFn func(), err error) {
-	opts = append([]overrides.Option{overrides.WithLogger(log)}, opts...)
+	opts = append([]overrides.Option{overrides.WithLogger(log), overrides.WithKeyPrefix(cfg.KeyPrefix)}, opts...)
 	rc, problems := readStore(cfg)
 	if len(problems) > 0 {
 		return nil, nil, problems[0]

@@ -169,6 +169,12 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 		backstop = 2 * max(cfg.TimeoutMax, cfg.TimeoutMin, failover.DefaultMaxTimeout)
 	}
 	rc.opts = []redisstore.Option{redisstore.WithLazyConnect(), redisstore.WithTimeout(backstop)}
+	if cfg.KeyPrefix != "" {
+		if msg := config.CheckKeyPrefix(cfg.KeyPrefix); msg != "" {
+			bad("store.key_prefix", "%s", msg)
+		}
+		rc.opts = append(rc.opts, redisstore.WithPrefix(cfg.KeyPrefix+redisstore.DefaultPrefix))
+	}
 	if cfg.PasswordFile != "" {
 		b, err := os.ReadFile(cfg.PasswordFile)
 		if err != nil {

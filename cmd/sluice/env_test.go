@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/httpapi"
 	"io"
 	"os"
 	"path/filepath"
@@ -59,6 +60,15 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_XDS_KEY_FILE":             "/pki/client.key",
 		"SLUICE_XDS_SERVER_NAME":          "xds.internal",
 		"SLUICE_XDS_WAIT":                 "9s",
+		"SLUICE_STORE_KEY_PREFIX":         "team-a:",
+		"SLUICE_RLS_DYNAMIC_METADATA":     "true",
+		"SLUICE_HEALTHCHECK_STORE":        "true",
+		"SLUICE_HEALTHCHECK_DOMAINS":      "true",
+		"SLUICE_START_WITHOUT_CONFIG":     "true",
+		"SLUICE_GRPC_TLS_CERT_FILE":       "/pki/server.pem",
+		"SLUICE_GRPC_TLS_KEY_FILE":        "/pki/server.key",
+		"SLUICE_GRPC_TLS_CLIENT_CA_FILE":  "/pki/clients.pem",
+		"SLUICE_GRPC_TLS_CLIENT_SAN":      "envoy.internal",
 	}
 	want := serveOptions{
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
@@ -74,13 +84,18 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		xds: xdsOptions{server: "xds.example:18000", nodeID: "edge-1", metadata: "zone=a,tier=gold", tls: true,
 			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal",
 			wait: 9 * time.Second},
+		rl: ratelimitOptions{keyPrefix: "team-a:", dynamicMetadata: true, health: httpapi.Healthcheck{Store: true, Domains: true},
+			startEmpty: true, grpcTLS: grpcTLSOptions{certFile: "/pki/server.pem", keyFile: "/pki/server.key",
+				clientCAFile: "/pki/clients.pem", clientSAN: "envoy.internal"}},
 	}
 	var o serveOptions
-	checkEnvFlags(t, newServeFlags(&o, io.Discard), env, &o, &want, "service.md")
+	fs := newServeFlags(&o, io.Discard)
+	want.rl.env = o.rl.env // what the process environment holds, as read
+	checkEnvFlags(t, fs, env, &o, &want, "service.md")
 
 	// Flags on the command line win, each one separately.
 	o = serveOptions{}
-	fs := newServeFlags(&o, io.Discard)
+	fs = newServeFlags(&o, io.Discard)
 	if code := parseFlags(fs, []string{"--config", "c.yaml", "--http-addr", ":1", "--grpc-stream-workers", "0"}); code >= 0 {
 		t.Fatalf("parse: %d", code)
 	}

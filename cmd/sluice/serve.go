@@ -42,6 +42,7 @@ type serveOptions struct {
 	drain          time.Duration // reporting not ready before shutting down; 0: none
 	limits         *connLimits   // nil: defaultConnLimits
 	xds            xdsOptions
+	rl             ratelimitOptions // flags envoyproxy/ratelimit's variables needed (ratelimitenv.go)
 }
 
 const serveDescription = `Serve runs the rate limit service. It decides over two APIs:
@@ -102,6 +103,7 @@ func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
 	o.limits = &limits
 	o.xds.addFlags(fs, os.Getenv)
 	fs.IntVar(&o.streamWorkers, "grpc-stream-workers", runtime.GOMAXPROCS(0), "gRPC: goroutines reused across calls instead of one new goroutine per call (0: one per call)")
+	addRatelimitFlags(fs, &o.rl, os.LookupEnv) // last: it sets defaults of the flags above too
 	withEnvHelp(fs)
 	return fs
 }
@@ -114,6 +116,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
 		return code
+	}
+	if code := o.rl.env.check(fs, os.LookupEnv, stderr); code >= 0 {
+		return code
+	}
+	if msg := config.CheckKeyPrefix(o.rl.keyPrefix); msg != "" {
+		return usageError(fs, "--store-key-prefix "+msg)
 	}
 	if o.configs = configPaths(o.configs, os.LookupEnv); len(o.configs) == 0 && o.xds.server == "" {
 		return usageError(fs, "give at least one --config file or directory (try examples/sluice.yaml), or --xds-server")
@@ -133,6 +141,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "serve:", err)
 		return 2
 	}
+	o.rl.env.warn(log)
 	srv, err := startServer(ctx, o, log)
 	if err != nil {
 		return cannotStart(err, stderr, log)
@@ -203,11 +212,11 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	// Taken before the load, so the watch reloads a file changed while the
 	// server starts.
 	since := service.Fingerprint(paths)
-	cfg, err := load()
+	cfg, err := o.rl.firstLoad(paths, o.storeURL, load, log)
 	if err != nil {
 		return nil, err
 	}
-	storeCfg := storeSection(cfg, o.storeURL)
+	storeCfg := o.rl.applyStore(storeSection(cfg, o.storeURL), o.storeURL)
 	token, err := adminToken(o.adminTokenFile)
 	if err != nil {
 		return nil, err
@@ -236,6 +245,11 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		return nil, err
 	}
 
+	grpcTLS, err := o.rl.grpcTLS.serverOption(log)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
 	limits := o.limits
 	if limits == nil {
 		l := defaultConnLimits()
@@ -256,7 +270,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	}
 	s := &server{drainer: newDrainer(log), svc: svc, httpAddr: httpLn.Addr(), done: make(chan struct{})}
 	ctx, s.shutdown = context.WithCancel(ctx)
-	rlsOpts := []envoyrls.Option{envoyrls.WithHeaders(o.rlsHeaders)}
+	rlsOpts := []envoyrls.Option{envoyrls.WithHeaders(o.rlsHeaders), envoyrls.WithDynamicMetadata(o.rl.dynamicMetadata)}
 	if o.rlsLimitHdrs {
 		rlsOpts = append(rlsOpts, envoyrls.WithLimitHeaders(o.rlsLimitNames))
 	}
@@ -265,7 +279,8 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	// The store's health is not part of it, since the fail policy answers
 	// while the store cannot (/readyz/store is the strict check).
 	starting := o.xds.waitingFor(ctx, xds, log, rls.SetServing)
-	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(starting)}
+	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(starting),
+		httpapi.WithHealthcheck(o.rl.health), httpapi.WithRoute("POST", "/json", rls.JSONHandler())}
 	if token != "" {
 		apiOpts = append(apiOpts, httpapi.WithAdminToken(token))
 	}
@@ -274,6 +289,9 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	// spares the stack growth that was ~12% of CPU under load (measured in
 	// docs/benchmarks.md).
 	grpcOpts := limits.grpcOptions()
+	if grpcTLS != nil {
+		grpcOpts = append(grpcOpts, grpcTLS)
+	}
 	if o.streamWorkers > 0 {
 		grpcOpts = append(grpcOpts, grpc.NumStreamWorkers(uint32(o.streamWorkers)))
 	}
