@@ -116,7 +116,7 @@ func withSecretsIn(t *testing.T, dir, text string) string {
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	args = append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--log-format", "json"}, args...)
+	args = append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--health-addr", "", "--log-format", "json"}, args...)
 	cmd := exec.CommandContext(ctx, sluiceBinary(t), args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 15 * time.Second

@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-const overrideToken = "t0ken"
+const overrideToken = "5f0c3a8e9d1b7f2e6a4c0d8b3e7f1a9c"
 
 // node is one `sluice serve` of the override tests, which it can stop
 // before the test ends.
