@@ -193,6 +193,11 @@ func (l *connLimits) tapStream(ctx context.Context, info *tap.Info) (context.Con
 	if l.grpcRPCTimeout <= 0 || info.FullMethodName == healthpb.Health_Watch_FullMethodName {
 		return ctx, nil
 	}
+	// Envoy sends its own, shorter timeout (grpc-timeout) with every call:
+	// nothing to add then, and nothing to allocate.
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= l.grpcRPCTimeout {
+		return ctx, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.grpcRPCTimeout)
 	_ = cancel // the stream's end cancels the parent context, and this one with it
 	return ctx, nil
