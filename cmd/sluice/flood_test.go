@@ -50,10 +50,20 @@ func floodSize(t *testing.T, want int) int {
 	return want
 }
 
+// dialerFrom connects from the loopback address from.
+func dialerFrom(from string) *net.Dialer {
+	return &net.Dialer{Timeout: waitLimit, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+}
+
 // dialFrom connects to addr from the loopback address from.
-func dialFrom(from, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: waitLimit, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	return d.Dial("tcp", addr)
+func dialFrom(from, addr string) (net.Conn, error) { return dialerFrom(from).Dial("tcp", addr) }
+
+// grpcFrom is a gRPC client of addr whose connections come from the
+// loopback address from.
+func grpcFrom(from, addr string) (*grpc.ClientConn, error) {
+	d := dialerFrom(from)
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
 }
 
 // flood opens n connections to addr from the loopback address from, 32 at a
@@ -116,8 +126,7 @@ func keptAlive(path string) func(net.Conn) bool {
 // clientFrom is an HTTP client whose connections come from the loopback
 // address from; with fresh, each request opens a new one.
 func clientFrom(from string, fresh bool) *http.Client {
-	d := &net.Dialer{Timeout: waitLimit, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	return &http.Client{Timeout: waitLimit, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: fresh}}
+	return &http.Client{Timeout: waitLimit, Transport: &http.Transport{DialContext: dialerFrom(from).DialContext, DisableKeepAlives: fresh}}
 }
 
 // probes sends n requests with c and returns how many got want. A "#" in
@@ -250,9 +259,7 @@ func TestServeHTTPFloodShedsTheFlooder(t *testing.T) {
 // rlsFrom makes one RLS call on a new connection from the loopback address
 // from; its error, if any, carries a gRPC status.
 func rlsFrom(from, addr string) error {
-	d := &net.Dialer{Timeout: waitLimit, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+	conn, err := grpcFrom(from, addr)
 	if err != nil {
 		return err
 	}
@@ -267,9 +274,7 @@ func rlsFrom(from, addr string) error {
 // healthFrom makes one gRPC health check on a new connection from the
 // loopback address from.
 func healthFrom(from, addr string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-	d := &net.Dialer{Timeout: waitLimit, LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
+	conn, err := grpcFrom(from, addr)
 	if err != nil {
 		return 0, err
 	}

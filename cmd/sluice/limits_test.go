@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -12,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -34,19 +31,6 @@ func startLimited(t *testing.T, mod func(*connLimits)) *served {
 func (s *served) grpcAddr() string { return s.srv.grpcAddr.String() }
 func (s *served) httpAddr() string { return s.srv.httpAddr.String() }
 
-// grpcHealth makes one health check on a new gRPC connection.
-func grpcHealth(addr string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	return r.GetStatus(), err
-}
-
 // The gRPC port holds at most --grpc-max-conns connections. One more, from
 // the address holding them all, goes to the health reserve: its health
 // checks are answered, its RLS calls are UNAVAILABLE. A freed slot serves
@@ -60,7 +44,7 @@ func TestGRPCConnectionCap(t *testing.T) {
 		h.settings() // served: the server answered the handshake
 		held = append(held, h)
 	}
-	if st, err := grpcHealth(s.grpcAddr()); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+	if st, err := healthFrom("127.0.0.1", s.grpcAddr()); err != nil || st != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("a health check over the cap: %v %v, want SERVING from the reserve", st, err)
 	}
 	if err := rlsFrom("127.0.0.1", s.grpcAddr()); status.Code(err) != codes.Unavailable {

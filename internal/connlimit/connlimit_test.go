@@ -19,32 +19,9 @@ const waitLimit = 10 * time.Second
 // closed connection frees its slot.
 func TestListenerCap(t *testing.T) {
 	const max = 3
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := connlimit.New(raw, max)
-	defer ln.Close()
-	accepted := make(chan net.Conn, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				close(accepted)
-				return
-			}
-			accepted <- c
-		}
-	}()
-	dial := func() net.Conn {
-		t.Helper()
-		c, err := net.DialTimeout("tcp", raw.Addr().String(), waitLimit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	ln, addr := listen(t, max)
+	accepted := serveAccepts(t, ln)
+	dial := func() net.Conn { return dialFrom(t, "127.0.0.1", addr) }
 	var server []net.Conn
 	for range max {
 		dial()
