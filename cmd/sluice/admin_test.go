@@ -10,6 +10,12 @@ import (
 	"time"
 )
 
+// adminTokenFor returns a fresh admin token strong enough for serve.
+func adminTokenFor(t *testing.T) string {
+	t.Helper()
+	return secret(t, "tok-") + secret(t, "")
+}
+
 // startWithAdmin runs serve with a fresh admin token, its admin API on
 // adminAddr ("": on the HTTP port), and a health port.
 func startWithAdmin(t *testing.T, adminAddr string) (*served, string) {
@@ -119,5 +125,91 @@ func TestServeAdminTokenFlood(t *testing.T) {
 	throttled, _ := s.metric(t, "sluice_admin_auth_throttled_total")
 	if int(failures) != counts[401] || int(throttled) != counts[429] {
 		t.Errorf("metrics: %v failures, %v throttled; want %d and %d", failures, throttled, counts[401], counts[429])
+	}
+}
+
+// TestServeAdminToken: serve turns the admin API on only with a token, from
+// --admin-token-file (trailing newline trimmed) or SLUICE_ADMIN_TOKEN.
+// Without one POST /v1/admin/reset does not exist (404), whatever the
+// request carries; with one, a missing or wrong token is 401. An empty token
+// file, or a weak token from either source, is a start-up error rather than
+// an admin API open to guessing.
+func TestServeAdminToken(t *testing.T) {
+	reset := func(t *testing.T, s *served, auth string) int {
+		t.Helper()
+		var h []string
+		if auth != "" {
+			h = []string{"Authorization", auth}
+		}
+		resp, _ := do(t, "POST", s.base+"/v1/admin/reset", `{"policy":"api","key":"k"}`, h...)
+		return resp.StatusCode
+	}
+	const memory = "store: {url: 'memory://'}\npolicies:\n  - {name: api, algorithm: gcra, limit: 10, period: 1h}\n"
+	fileToken, envToken := adminTokenFor(t), adminTokenFor(t)
+
+	t.Run("no token", func(t *testing.T) {
+		t.Setenv("SLUICE_ADMIN_TOKEN", "")
+		s := startServe(t, memory)
+		for _, auth := range []string{"", "Bearer ", "Bearer anything"} {
+			if code := reset(t, s, auth); code != 404 {
+				t.Errorf("Authorization %q without a token configured: %d, want 404", auth, code)
+			}
+		}
+	})
+	t.Run("token file", func(t *testing.T) {
+		t.Setenv("SLUICE_ADMIN_TOKEN", envToken)
+		dir := t.TempDir()
+		file := filepath.Join(dir, "token")
+		writeFile(t, file, fileToken+"\n")
+		s := startServeIn(t, dir, memory, func(ss *serveSetup) { ss.opts.adminTokenFile = file })
+		for _, auth := range []string{"", "Bearer wrong", "Bearer " + envToken, fileToken, "Bearer  " + fileToken} {
+			if code := reset(t, s, auth); code != 401 {
+				t.Errorf("Authorization %q: %d, want 401", auth, code)
+			}
+		}
+		if code := reset(t, s, "Bearer "+fileToken); code != 200 {
+			t.Errorf("the file's token: %d, want 200", code)
+		}
+	})
+	t.Run("environment", func(t *testing.T) {
+		t.Setenv("SLUICE_ADMIN_TOKEN", envToken)
+		s := startServe(t, memory)
+		if code := reset(t, s, "Bearer wrong"); code != 401 {
+			t.Errorf("wrong token: %d, want 401", code)
+		}
+		if code := reset(t, s, "Bearer "+envToken); code != 200 {
+			t.Errorf("the environment's token: %d, want 200", code)
+		}
+	})
+	start := func(t *testing.T, args ...string) (int, string) {
+		t.Helper()
+		code, _, errOut := runCmd(append([]string{"serve", "--config", filepath.Join("..", "..", "examples", "sluice.yaml"),
+			"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--health-addr", ""}, args...)...)
+		return code, errOut
+	}
+	t.Run("empty token file", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "token")
+		writeFile(t, file, "\n")
+		if code, errOut := start(t, "--admin-token-file", file); code != 1 || !strings.Contains(errOut, "empty") {
+			t.Fatalf("empty token file: exit %d %q", code, errOut)
+		}
+	})
+	for _, weak := range []string{"x", "file-token", fileToken[:31], strings.Repeat("ab", 20)} {
+		t.Run("weak token "+weak, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "token")
+			writeFile(t, file, weak+"\n")
+			code, errOut := start(t, "--admin-token-file", file)
+			if code != 1 || !strings.Contains(errOut, "--admin-token-file") || !strings.Contains(errOut, "openssl rand -hex 32") {
+				t.Errorf("weak token file: exit %d %q", code, errOut)
+			}
+			t.Setenv("SLUICE_ADMIN_TOKEN", weak)
+			code, errOut = start(t)
+			if code != 1 || !strings.Contains(errOut, "SLUICE_ADMIN_TOKEN") || !strings.Contains(errOut, "openssl rand -hex 32") {
+				t.Errorf("weak SLUICE_ADMIN_TOKEN: exit %d %q", code, errOut)
+			}
+			if len(weak) > 5 && strings.Contains(errOut, weak) {
+				t.Errorf("the error quotes the token: %q", errOut)
+			}
+		})
 	}
 }
