@@ -44,7 +44,7 @@ func TestImageDefinitionsAgree(t *testing.T) {
 		t.Fatalf("the Dockerfile's final stage and deploy/image/Containerfile differ:\n%s\n---\n%s",
 			strings.Join(docker, "\n"), strings.Join(buildah, "\n"))
 	}
-	for _, want := range []string{"FROM scratch", "USER 65532:65532", `ENTRYPOINT ["sluice"]`, "EXPOSE 8080 8081",
+	for _, want := range []string{"FROM scratch", "USER 65532:65532", `ENTRYPOINT ["sluice"]`, "EXPOSE 8080 8081 8082",
 		"COPY /etc/ssl/certs/ca-certificates.crt", "COPY /usr/local/bin/sluice"} {
 		if !slices.Contains(docker, want) {
 			t.Errorf("the image lacks %q", want)

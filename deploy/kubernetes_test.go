@@ -67,6 +67,7 @@ func TestManifests(t *testing.T) {
 	}
 	configs := checkSluiceObjects(t, &o)
 	validateConfig(t, "configmap.yaml", configs)
+	probesAnswer(t, &o, configs)
 	config := configs[0].text
 	// The fail policy divides by exactly the autoscaler's maximum: more
 	// would throw limit away for nothing, fewer would let the pods together
@@ -202,6 +203,7 @@ func TestChartRenders(t *testing.T) {
 			}
 			files := checkSluiceObjects(t, &o)
 			validateConfig(t, tc.name, files)
+			probesAnswer(t, &o, files)
 			config := files[0].text
 			if cfg, _ := checkFailPolicy(t, &o, files); cfg.Store.OnError != tc.onError || cfg.Store.Nodes != tc.nodes {
 				t.Errorf("store.on_error %q, store.nodes %d; want %s, %d", cfg.Store.OnError, cfg.Store.Nodes, tc.onError, tc.nodes)

@@ -199,29 +199,30 @@ func checkSluiceObjects(t *testing.T, o *objects) []configFile {
 	}
 
 	// Probes: liveness must not depend on Redis; readiness may (/readyz/store).
+	// Both on the health port, which a flood of the others cannot starve.
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if ports["http"] == 0 || ports["grpc"] == 0 {
-		t.Errorf("container ports %v: want http and grpc", ports)
+	if ports["http"] == 0 || ports["grpc"] == 0 || ports["health"] == 0 {
+		t.Errorf("container ports %v: want http, grpc and health", ports)
 	}
 	for _, p := range []struct {
 		probe *corev1.Probe
 		paths []string
 	}{{c.LivenessProbe, []string{"/healthz"}}, {c.ReadinessProbe, []string{"/readyz", "/readyz/store", "/healthz"}}} {
-		if p.probe == nil || p.probe.HTTPGet == nil || !slices.Contains(p.paths, p.probe.HTTPGet.Path) || p.probe.HTTPGet.Port.String() != "http" {
-			t.Errorf("probe %+v: want an HTTP GET of %v on the http port", p.probe, p.paths)
+		if p.probe == nil || p.probe.HTTPGet == nil || !slices.Contains(p.paths, p.probe.HTTPGet.Path) || p.probe.HTTPGet.Port.String() != "health" {
+			t.Errorf("probe %+v: want an HTTP GET of %v on the health port", p.probe, p.paths)
 		}
 	}
 	if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil && strings.HasPrefix(c.ReadinessProbe.HTTPGet.Path, "/readyz") &&
 		time.Duration(c.ReadinessProbe.TimeoutSeconds)*time.Second <= readyzStoreTimeout {
 		t.Errorf("readiness probe timeout %ds: /readyz may take %v probing the store", c.ReadinessProbe.TimeoutSeconds, readyzStoreTimeout)
 	}
-	for flag, port := range map[string]int32{"http-addr": ports["http"], "grpc-addr": ports["grpc"]} {
+	for flag, port := range map[string]int32{"http-addr": ports["http"], "grpc-addr": ports["grpc"], "health-addr": ports["health"]} {
 		v, ok := flagValue(c.Args, flag)
 		if !ok {
-			v = map[string]string{"http-addr": ":8080", "grpc-addr": ":8081"}[flag] // serve's defaults
+			v = map[string]string{"http-addr": ":8080", "grpc-addr": ":8081", "health-addr": ":8082"}[flag] // serve's defaults
 		}
 		if v != fmt.Sprintf(":%d", port) {
 			t.Errorf("--%s is %q but the container port is %d", flag, v, port)

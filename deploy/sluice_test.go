@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Bounds of the waits on a real sluice process: generous, because the machine
@@ -90,6 +92,29 @@ func validateConfig(t *testing.T, name string, files []configFile) {
 	}
 }
 
+// probesAnswer runs `sluice serve` on the rendered configuration files and
+// asks its health port what the Deployment's probes ask: each must get 200.
+// The store is memory://, as the rendered Redis is not here.
+func probesAnswer(t *testing.T, o *objects, files []configFile) {
+	t.Helper()
+	_, c := o.sluiceDeployment(t)
+	dir := t.TempDir()
+	args := []string{"--store", "memory://"}
+	for _, f := range files {
+		path := filepath.Join(dir, f.name)
+		if err := os.WriteFile(path, []byte(withSecretsIn(t, dir, f.text)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", path)
+	}
+	_, health := startServeHealth(t, args...)
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if code, body := httpGet(t, health+p.HTTPGet.Path); code != 200 {
+			t.Errorf("the probe of %s on the health port: %d %s", p.HTTPGet.Path, code, body)
+		}
+	}
+}
+
 // passwordFile finds the store's password_file in a configuration.
 var passwordFile = regexp.MustCompile(`(?m)^(\s*password_file:\s*)(/\S+)\s*$`)
 
@@ -115,8 +140,16 @@ func withSecretsIn(t *testing.T, dir, text string) string {
 // t.Cleanup, and returns its HTTP base URL.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
+	base, _ := startServeHealth(t, args...)
+	return base
+}
+
+// startServeHealth is startServe with the health port on too: it returns
+// the HTTP API's base URL and the health port's.
+func startServeHealth(t *testing.T, args ...string) (base, health string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	args = append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--log-format", "json"}, args...)
+	args = append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--log-format", "json"}, args...)
 	cmd := exec.CommandContext(ctx, sluiceBinary(t), args...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 15 * time.Second
@@ -131,7 +164,7 @@ func startServe(t *testing.T, args ...string) string {
 
 	// The port is known once the process logs it: listening on :0 leaves no
 	// window in which another process could take a port picked in advance.
-	addr := make(chan string, 1)
+	addr := make(chan [2]string, 1)
 	var logs strings.Builder
 	var logsMu sync.Mutex
 	go func() {
@@ -141,23 +174,24 @@ func startServe(t *testing.T, args ...string) string {
 			logs.WriteString(sc.Text() + "\n")
 			logsMu.Unlock()
 			var line struct {
-				Msg  string `json:"msg"`
-				HTTP string `json:"http"`
+				Msg    string `json:"msg"`
+				HTTP   string `json:"http"`
+				Health string `json:"health"`
 			}
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "sluice serving" {
-				addr <- line.HTTP
+				addr <- [2]string{line.HTTP, line.Health}
 			}
 		}
 		_, _ = io.Copy(io.Discard, stderr)
 	}()
 	select {
 	case a := <-addr:
-		return "http://" + a
+		return "http://" + a[0], "http://" + a[1]
 	case <-time.After(startTimeout):
 		logsMu.Lock()
 		defer logsMu.Unlock()
 		t.Fatalf("sluice serve did not start within %v; its log:\n%s", startTimeout, logs.String())
-		return ""
+		return "", ""
 	}
 }
 

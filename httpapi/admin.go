@@ -18,14 +18,8 @@ type resetRequest struct {
 // resetFields are the fields of resetRequest, for decodeStrict.
 var resetFields = []field{{name: "policy"}, {name: "key"}}
 
-// reset forgets one key's state. It needs the admin bearer token; a wrong or
-// missing token gets 401 and changes nothing.
+// reset forgets one key's state (behind adminOnly).
 func (a *api) reset(w http.ResponseWriter, r *http.Request) {
-	if !a.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
-		writeError(w, http.StatusUnauthorized, &apiError{Code: "unauthorized", Message: "the admin API needs the bearer token"})
-		return
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, &apiError{Code: "body_too_large", Message: err.Error()})

@@ -3,7 +3,8 @@
 //	POST /v1/check          decide one check or several, all or nothing
 //	GET  /v1/policies       the policies in force
 //	POST /v1/admin/reset    forget a key's state (needs the admin bearer token;
-//	                        absent when no token is configured)
+//	                        absent when no token is configured; Admin serves
+//	                        the admin routes alone, for a port of their own)
 //	PUT, GET, DELETE /v1/admin/overrides/{policy}
 //	                        limits set at runtime per key or key prefix (admin)
 //	GET  /healthz           the process is up
@@ -24,14 +25,13 @@ package httpapi
 import (
 	"cmp"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
 	"github.com/sluicehq/sluice/service"
 )
@@ -49,9 +49,19 @@ const (
 // Option configures the handler.
 type Option func(*api)
 
-// WithAdminToken turns on POST /v1/admin/reset, guarded by this bearer
-// token. Without a token the endpoint does not exist.
+// WithAdminToken turns on the admin API (POST /v1/admin/reset and the
+// override endpoints), guarded by this bearer token, compared in constant
+// time. A wrong or missing token is a 401, counted in
+// sluice_admin_auth_failures_total and logged (at most 10 lines a minute);
+// an address that sends more than AdminFailureBurst of them gets 429 with
+// Retry-After until its failures drain at AdminFailureBurst per
+// AdminFailurePeriod. Without a token the endpoints do not exist. Servers
+// should refuse a weak token first: see CheckAdminToken.
 func WithAdminToken(token string) Option { return func(a *api) { a.adminToken = token } }
+
+// WithClock sets the clock the admin API's failure limits read (default:
+// the system's). Tests use it to let time pass.
+func WithClock(c sluice.Clock) Option { return func(a *api) { a.clock = c } }
 
 // WithMaxBodyBytes caps request bodies (default DefaultMaxBodyBytes).
 func WithMaxBodyBytes(n int64) Option { return func(a *api) { a.maxBody = n } }
@@ -72,6 +82,8 @@ func WithStarting(waitingFor func() string) Option { return func(a *api) { a.wai
 type api struct {
 	svc        *service.Service
 	adminToken string
+	guard      *adminGuard // nil without a token
+	clock      sluice.Clock
 	maxBody    int64
 	maxChecks  int
 	draining   func() bool
@@ -87,16 +99,7 @@ func New(svc *service.Service, opts ...Option) http.Handler {
 	r := newRoutes()
 	r.handle("POST", "/v1/check", svc.Tracer().HTTP("POST", "/v1/check", http.HandlerFunc(a.check)))
 	r.handle("GET", "/v1/policies", http.HandlerFunc(a.policies))
-	if a.adminToken != "" {
-		r.handle("POST", "/v1/admin/reset", http.HandlerFunc(a.reset))
-		if svc.Overrides() != nil {
-			r.mux.Handle("PUT /v1/admin/overrides/{policy}", a.adminOnly(a.putOverride))
-			r.mux.Handle("GET /v1/admin/overrides", a.adminOnly(a.listOverrides))
-			r.mux.Handle("GET /v1/admin/overrides/{policy}", a.adminOnly(a.listOverrides))
-			r.mux.Handle("DELETE /v1/admin/overrides/{policy}", a.adminOnly(a.deleteOverride))
-		}
-	}
-	r.handle("GET", "/healthcheck", http.HandlerFunc(a.healthcheck))
+	a.admin(r)
 	for _, rt := range a.routes {
 		r.handle(rt.method, rt.path, rt.h)
 	}
@@ -104,7 +107,41 @@ func New(svc *service.Service, opts ...Option) http.Handler {
 	return r.done()
 }
 
-// Health returns the handler of GET /healthz, /readyz, /readyz/store and /metrics alone,
+// Admin returns the handler of the admin routes alone, answering as New's
+// do, for a server that keeps them off the decision port. Without
+// WithAdminToken every path is 404.
+func Admin(svc *service.Service, opts ...Option) http.Handler {
+	r := newRoutes()
+	newAPI(svc, opts).admin(r)
+	return r.done()
+}
+
+// admin adds the admin routes to r, when there is a token.
+func (a *api) admin(r *routes) {
+	if a.guard == nil {
+		return
+	}
+	r.handle("POST", "/v1/admin/reset", a.adminOnly(a.reset))
+	if a.svc.Overrides() != nil {
+		r.mux.Handle("PUT /v1/admin/overrides/{policy}", a.adminOnly(a.putOverride))
+		r.mux.Handle("GET /v1/admin/overrides", a.adminOnly(a.listOverrides))
+		r.mux.Handle("GET /v1/admin/overrides/{policy}", a.adminOnly(a.listOverrides))
+		r.mux.Handle("DELETE /v1/admin/overrides/{policy}", a.adminOnly(a.deleteOverride))
+	}
+}
+
+// adminOnly runs h only for a request carrying the admin token; the guard
+// answers the others.
+func (a *api) adminOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a.guard.admit(w, r) {
+			h(w, r)
+		}
+	}
+}
+
+// Health returns the handler of GET /healthz, /readyz, /readyz/store,
+// /healthcheck and /metrics alone,
 // answering as New's do, for a server whose other port serves something
 // else (sluice proxy). Options other than WithDraining do not apply.
 func Health(svc *service.Service, opts ...Option) http.Handler {
@@ -118,6 +155,9 @@ func newAPI(svc *service.Service, opts []Option) *api {
 	for _, o := range opts {
 		o(a)
 	}
+	if a.adminToken != "" {
+		a.guard = newAdminGuard(a.adminToken, svc.Registry(), svc.Logger(), a.clock)
+	}
 	return a
 }
 
@@ -128,6 +168,7 @@ func (a *api) health(r *routes) {
 	}))
 	r.handle("GET", "/readyz", a.ready(false))
 	r.handle("GET", "/readyz/store", a.ready(true))
+	r.handle("GET", "/healthcheck", http.HandlerFunc(a.healthcheck))
 	r.handle("GET", "/metrics", promhttp.HandlerFor(a.svc.Registry(), promhttp.HandlerOpts{}))
 }
 
@@ -257,14 +298,6 @@ func (a *api) ready(storeRequired bool) http.HandlerFunc {
 		}
 		writeJSON(w, code, body)
 	}
-}
-
-// authorized checks the bearer token in constant time. The scheme name is
-// case-insensitive (RFC 9110 §11.1); the token is compared exactly, so one
-// space separates them.
-func (a *api) authorized(r *http.Request) bool {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(token), []byte(a.adminToken)) == 1
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -108,18 +108,6 @@ func decodeOverride(body []byte, p *config.Policy, now time.Time) (overrides.Ove
 	return o, nil
 }
 
-// adminOnly answers 401 unless r carries the admin token.
-func (a *api) adminOnly(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
-			writeError(w, http.StatusUnauthorized, &apiError{Code: "unauthorized", Message: "the admin API needs the bearer token"})
-			return
-		}
-		h(w, r)
-	}
-}
-
 // overridePolicy returns the policy the path names, or answers 404.
 func (a *api) overridePolicy(w http.ResponseWriter, r *http.Request) *config.Policy {
 	name := r.PathValue("policy")

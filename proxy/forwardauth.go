@@ -66,7 +66,7 @@ func ForwardAuth(cfg *config.Config, store sluice.Store, opts ...Option) (http.H
 	mux := http.NewServeMux()
 	mux.Handle(ForwardAuthPath, forwardAuth{std})
 	mux.Handle(ForwardAuthNginxPath, forwardAuth{nginx})
-	return mux, nil
+	return o.bodyRate(mux), nil
 }
 
 // forwardAuth answers for the request a gateway describes.

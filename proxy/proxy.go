@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/config"
@@ -16,9 +17,11 @@ import (
 type Option func(*options)
 
 type options struct {
-	logger    *slog.Logger
-	transport http.RoundTripper
-	limitOpts []httplimit.Option
+	logger      *slog.Logger
+	transport   http.RoundTripper
+	limitOpts   []httplimit.Option
+	minBodyRate int64 // bytes per second; 0: no minimum
+	bodyGrace   time.Duration
 }
 
 // Logger sets the logger for upstream failures and the limiter's own errors
@@ -47,7 +50,11 @@ func New(cfg *config.Config, store sluice.Store, upstream *url.URL, opts ...Opti
 	if o.transport == nil {
 		o.transport = NewTransport()
 	}
-	return newRouter(cfg, store, newReverseProxy(upstream, o.transport, o.logger), nil, o)
+	h, err := newRouter(cfg, store, newReverseProxy(upstream, o.transport, o.logger), nil, o)
+	if err != nil {
+		return nil, err
+	}
+	return o.bodyRate(h), nil
 }
 
 func newOptions(opts []Option) options {

@@ -61,6 +61,12 @@ func upstreamError(log *slog.Logger) func(http.ResponseWriter, *http.Request, er
 		status, detail := http.StatusBadGateway, "The upstream could not be reached or failed to answer."
 		var ne net.Error
 		switch {
+		case errors.Is(err, ErrBodyTooSlow) || bodyTooSlow(r):
+			// The client's fault, not the upstream's: it may never read
+			// the answer, but gets the right one.
+			status, detail = http.StatusRequestTimeout, "The request body arrived too slowly."
+			w.Header().Set("Connection", "close")
+			log.DebugContext(r.Context(), "proxy: request body too slow", "method", r.Method, "path", r.URL.Path)
 		case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 			// The client left: nobody reads the answer, and it is not an
 			// upstream failure worth a warning.

@@ -76,7 +76,7 @@ start_sluice() { # name store-url
 	local g h
 	g=$(freeport) h=$(freeport)
 	"$work/sluice" serve --config "$work/bench.yaml" --config "$work/store.yaml" --store "$2" \
-		--grpc-addr "127.0.0.1:$g" --http-addr "127.0.0.1:$h" --grpc-stream-workers "$WORKERS" \
+		--grpc-addr "127.0.0.1:$g" --http-addr "127.0.0.1:$h" --health-addr "" --grpc-stream-workers "$WORKERS" \
 		--log-level warn >"$work/$1.log" 2>&1 &
 	pids+=($!)
 	waitport "$g"

@@ -107,7 +107,7 @@ start() {
 	for n in 0 1; do
 		local http
 		http=$(freeport)
-		"$bin" serve --config "$work/$config.yaml" --http-addr "127.0.0.1:$http" --grpc-addr "" \
+		"$bin" serve --config "$work/$config.yaml" --http-addr "127.0.0.1:$http" --grpc-addr "" --health-addr "" \
 			--drain 0s --log-level warn 2>>"$work/serve.log" &
 		pids+=($!)
 		nodes+=("$http")

@@ -37,6 +37,8 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_GRPC_STREAM_WORKERS": "7",
 		"SLUICE_DRAIN":               "2s",
 		"SLUICE_RLS_LIMIT_HEADERS":   "true",
+		"SLUICE_HEALTH_ADDR":         "127.0.0.1:10",
+		"SLUICE_ADMIN_ADDR":          "127.0.0.1:11",
 
 		"SLUICE_GRPC_MAX_CONNS":           "11",
 		"SLUICE_GRPC_MAX_STREAMS":         "12",
@@ -51,6 +53,9 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_HTTP_READ_TIMEOUT":        "21s",
 		"SLUICE_HTTP_IDLE_TIMEOUT":        "22s",
 		"SLUICE_HTTP_MAX_HEADER_BYTES":    "23",
+		"SLUICE_GRPC_MAX_CONNS_PER_IP":    "24",
+		"SLUICE_GRPC_RPC_TIMEOUT":         "25s",
+		"SLUICE_HTTP_MAX_CONNS_PER_IP":    "26",
 		"SLUICE_XDS_SERVER":               "xds.example:18000",
 		"SLUICE_XDS_NODE_ID":              "edge-1",
 		"SLUICE_XDS_NODE_METADATA":        "zone=a,tier=gold",
@@ -72,7 +77,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 	}
 	want := serveOptions{
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
-		grpcAddr: "", adminTokenFile: "/run/secrets/token", rlsHeaders: true, logFormat: "json",
+		grpcAddr: "", healthAddr: "127.0.0.1:10", adminAddr: "127.0.0.1:11", adminTokenFile: "/run/secrets/token", rlsHeaders: true, logFormat: "json",
 		logLevel: "debug", shutdown: 3 * time.Second, streamWorkers: 7, drain: 2 * time.Second,
 		rlsLimitHdrs: true, rlsLimitNames: defaultLimitNames,
 		limits: &connLimits{
@@ -80,6 +85,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 			grpcMaxAge: 15 * time.Second, grpcMaxAgeGrace: 16 * time.Second, grpcKeepaliveMin: 17 * time.Second,
 			grpcKeepaliveTime: 18 * time.Second, httpMaxConns: 19, httpReadHeader: 20 * time.Second,
 			httpRead: 21 * time.Second, httpIdle: 22 * time.Second, httpMaxHeaderBytes: 23,
+			grpcMaxConnsPerIP: 24, grpcRPCTimeout: 25 * time.Second, httpMaxConnsPerIP: 26,
 		},
 		xds: xdsOptions{server: "xds.example:18000", nodeID: "edge-1", metadata: "zone=a,tier=gold", tls: true,
 			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal",
@@ -125,6 +131,7 @@ func TestServeFromEnvironmentOnly(t *testing.T) {
 	t.Setenv("SLUICE_CONFIG", path)
 	t.Setenv("SLUICE_HTTP_ADDR", "127.0.0.1:0")
 	t.Setenv("SLUICE_GRPC_ADDR", "")
+	t.Setenv("SLUICE_HEALTH_ADDR", "127.0.0.1:0")
 	t.Setenv("SLUICE_LOG_FORMAT", "json")
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr syncBuffer
@@ -147,7 +154,8 @@ func TestServeFromEnvironmentOnly(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("serve exited %d", code)
 	}
-	if logs := stderr.String(); !strings.Contains(logs, `"grpc":"off"`) || !strings.Contains(logs, `"http":"127.0.0.1:`) {
+	if logs := stderr.String(); !strings.Contains(logs, `"grpc":"off"`) || !strings.Contains(logs, `"http":"127.0.0.1:`) ||
+		!strings.Contains(logs, `"health":"127.0.0.1:`) {
 		t.Errorf("serve did not take its addresses from the environment:\n%s", logs)
 	}
 }
@@ -243,10 +251,13 @@ func TestProxyFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_HTTP_READ_TIMEOUT":        "21s",
 		"SLUICE_HTTP_IDLE_TIMEOUT":        "22s",
 		"SLUICE_HTTP_MAX_HEADER_BYTES":    "23",
+		"SLUICE_HTTP_MAX_CONNS_PER_IP":    "24",
+		"SLUICE_HTTP_MIN_BODY_RATE":       "25",
 	}
 	limits := defaultProxyLimits()
 	limits.httpMaxConns, limits.httpReadHeader, limits.httpRead, limits.httpIdle, limits.httpMaxHeaderBytes =
 		19, 20*time.Second, 21*time.Second, 22*time.Second, 23
+	limits.httpMaxConnsPerIP, limits.httpMinBodyRate = 24, 25
 	want := proxyOptions{configs: stringList{"a.yaml", "b.yaml"}, upstream: "http://127.0.0.1:9000", fwdAuth: true,
 		listen: "127.0.0.1:9", healthAddr: "", storeURL: "redis://127.0.0.1:6379", logFormat: "json", logLevel: "debug",
 		shutdown: 3 * time.Second, drain: 2 * time.Second, limits: &limits}

@@ -366,7 +366,7 @@ func TestServeFailClosedWhileRedisIsDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	// gRPC health agrees with /readyz: Envoy's health checks keep sending.
-	if st, err := grpcHealth(s.grpcAddr()); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+	if st, err := healthFrom("127.0.0.1", s.grpcAddr()); err != nil || st != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("gRPC health with Redis down: %v %v; want SERVING, as /readyz", st, err)
 	}
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{

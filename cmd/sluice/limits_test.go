@@ -2,18 +2,18 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // short is a timeout the tests want to see fire: they wait for its effect up
@@ -31,21 +31,10 @@ func startLimited(t *testing.T, mod func(*connLimits)) *served {
 func (s *served) grpcAddr() string { return s.srv.grpcAddr.String() }
 func (s *served) httpAddr() string { return s.srv.httpAddr.String() }
 
-// grpcHealth makes one health check on a new gRPC connection.
-func grpcHealth(addr string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	return r.GetStatus(), err
-}
-
-// The gRPC port holds at most --grpc-max-conns connections: the next one is
-// closed at once, counted, and a freed slot serves again.
+// The gRPC port holds at most --grpc-max-conns connections. One more, from
+// the address holding them all, goes to the health reserve: its health
+// checks are answered, its RLS calls are UNAVAILABLE. A freed slot serves
+// RLS calls again.
 func TestGRPCConnectionCap(t *testing.T) {
 	const max = 3
 	s := startLimited(t, func(l *connLimits) { l.grpcMaxConns, l.grpcHandshake, l.grpcIdle = max, time.Minute, 0 })
@@ -55,23 +44,22 @@ func TestGRPCConnectionCap(t *testing.T) {
 		h.settings() // served: the server answered the handshake
 		held = append(held, h)
 	}
-	over := dialH2(t, s.grpcAddr())
-	if got := over.untilClosed(); len(got) != 0 {
-		t.Errorf("the connection over the cap got GOAWAY %v; want a plain close", got)
+	if st, err := healthFrom("127.0.0.1", s.grpcAddr()); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("a health check over the cap: %v %v, want SERVING from the reserve", st, err)
 	}
-	if _, err := grpcHealth(s.grpcAddr()); err == nil {
-		t.Error("a health check got through over the cap")
+	if err := rlsFrom("127.0.0.1", s.grpcAddr()); status.Code(err) != codes.Unavailable {
+		t.Errorf("an RLS call over the cap: %v, want UNAVAILABLE", err)
 	}
-	if v, _ := s.metric(t, `sluice_connections_refused_total{listener="grpc"}`); v < 2 {
-		t.Errorf("refused connections metric %v, want at least 2", v)
+	if v, _ := s.metric(t, `sluice_connections_reserved_total{listener="grpc"}`); v < 2 {
+		t.Errorf("reserved connections metric %v, want at least 2", v)
 	}
 	if v, _ := s.metric(t, `sluice_connections_open{listener="grpc"}`); v != max {
 		t.Errorf("open connections metric %v, want %d", v, max)
 	}
 	held[0].Close()
-	eventually(t, waitLimit, "a health check served after a slot is freed", func() (bool, string) {
-		st, err := grpcHealth(s.grpcAddr())
-		return err == nil && st == healthpb.HealthCheckResponse_SERVING, st.String() + " " + errString(err)
+	eventually(t, waitLimit, "an RLS call served after a slot is freed", func() (bool, string) {
+		err := rlsFrom("127.0.0.1", s.grpcAddr())
+		return err == nil, errString(err)
 	})
 }
 
@@ -156,8 +144,10 @@ func httpGet(t *testing.T, c net.Conn, br *bufio.Reader) *http.Response {
 	return resp
 }
 
-// The HTTP port holds at most --http-max-conns connections; the next one is
-// closed without an answer, and a freed slot serves again.
+// The HTTP port holds at most --http-max-conns connections. One more, from
+// the address holding them all, goes to the health reserve: it answers
+// /healthz and closes, or answers anything else 503. A freed slot serves
+// everything again.
 func TestHTTPConnectionCap(t *testing.T) {
 	const max = 3
 	s := startLimited(t, func(l *connLimits) { l.httpMaxConns, l.httpReadHeader, l.httpIdle = max, time.Minute, time.Minute })
@@ -171,23 +161,16 @@ func TestHTTPConnectionCap(t *testing.T) {
 	}
 	over := dialRaw(t, s.httpAddr())
 	io.WriteString(over, "GET /healthz HTTP/1.1\r\nHost: sluice\r\n\r\n")
-	if got := expectClosedRaw(t, over); got != "" {
-		t.Errorf("the connection over the cap was answered: %q", got)
+	if got := expectClosedRaw(t, over); !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, "Connection: close") {
+		t.Errorf("/healthz over the cap: %q, want 200 and the connection closed", got)
+	}
+	over = dialRaw(t, s.httpAddr())
+	io.WriteString(over, "GET /metrics HTTP/1.1\r\nHost: sluice\r\n\r\n")
+	if got := expectClosedRaw(t, over); !strings.HasPrefix(got, "HTTP/1.1 503") || !strings.Contains(got, "too_many_connections") {
+		t.Errorf("/metrics over the cap: %q, want 503 too_many_connections", got)
 	}
 	held[0].Close()
-	eventually(t, waitLimit, "served after a slot is freed", func() (bool, string) {
-		c, err := net.DialTimeout("tcp", s.httpAddr(), waitLimit)
-		if err != nil {
-			return false, err.Error()
-		}
-		defer c.Close()
-		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n\r\n")
-		got := expectClosedRaw(t, c)
-		return strings.HasPrefix(got, "HTTP/1.1 200"), got
-	})
-	// Metrics are read on a new connection too: the cap must have room.
-	held[1].Close()
-	eventually(t, waitLimit, "a slot free for /metrics", func() (bool, string) {
+	eventually(t, waitLimit, "metrics served after a slot is freed", func() (bool, string) {
 		c, err := net.DialTimeout("tcp", s.httpAddr(), waitLimit)
 		if err != nil {
 			return false, err.Error()
@@ -195,9 +178,10 @@ func TestHTTPConnectionCap(t *testing.T) {
 		defer c.Close()
 		io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n\r\n")
 		got := expectClosedRaw(t, c)
-		_, after, found := strings.Cut(got, "\n"+`sluice_connections_refused_total{listener="http"} `)
-		refused, _, _ := strings.Cut(after, "\n")
-		return found && refused != "0", got
+		_, after, found := strings.Cut(got, "\n"+`sluice_connections_reserved_total{listener="http"} `)
+		reserved, _, _ := strings.Cut(after, "\n")
+		n, _ := strconv.Atoi(reserved)
+		return found && n >= 2, reserved // 2, and any polls made before the slot was free
 	})
 }
 
@@ -242,6 +226,9 @@ func TestServeRejectsBadLimits(t *testing.T) {
 		{"--grpc-handshake-timeout", "0s"},
 		{"--grpc-keepalive-min-time", "0s"},
 		{"--grpc-idle-timeout", "-1s"},
+		{"--grpc-max-conns-per-ip", "-1"},
+		{"--grpc-rpc-timeout", "-1s"},
+		{"--http-max-conns-per-ip", "-1"},
 		{"--http-idle-timeout", "0s"},
 		{"--http-max-header-bytes", "100"},
 		{"--drain", "-1s"},

@@ -2,17 +2,11 @@ package main
 
 import (
 	"flag"
-	"log/slog"
 	"math"
-	"net"
-	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
-
-	"github.com/sluicehq/sluice/internal/connlimit"
 )
 
 // connLimits bound what clients can hold on the two ports: connections,
@@ -21,6 +15,8 @@ import (
 // 12 s. Zero durations and counts mean "no limit", except where noted.
 type connLimits struct {
 	grpcMaxConns       int           // open gRPC connections; more are closed at once
+	grpcMaxConnsPerIP  int           // open gRPC connections from one client address
+	grpcRPCTimeout     time.Duration // an RPC (request included) still running after this long is cancelled
 	grpcMaxStreams     int           // concurrent RPCs per gRPC connection
 	grpcHandshake      time.Duration // to finish the HTTP/2 handshake (must be > 0)
 	grpcIdle           time.Duration // a connection without RPCs for this long gets GOAWAY
@@ -29,6 +25,8 @@ type connLimits struct {
 	grpcKeepaliveMin   time.Duration // clients pinging more often are disconnected
 	grpcKeepaliveTime  time.Duration // the server pings a connection silent for this long
 	httpMaxConns       int           // open HTTP connections; more are closed at once
+	httpMaxConnsPerIP  int           // open HTTP connections from one client address
+	httpMinBodyRate    int           // proxy: bytes per second a request body must average (0: none)
 	httpReadHeader     time.Duration // to send a request's headers (and the first request)
 	httpRead           time.Duration // to send a whole request, body included
 	httpIdle           time.Duration // a kept-alive connection idle for this long is closed
@@ -43,6 +41,8 @@ const keepaliveTimeout = 20 * time.Second
 func defaultConnLimits() connLimits {
 	return connLimits{
 		grpcMaxConns:       4096,
+		grpcMaxConnsPerIP:  1024,
+		grpcRPCTimeout:     30 * time.Second,
 		grpcMaxStreams:     1000,
 		grpcHandshake:      5 * time.Second,
 		grpcIdle:           5 * time.Minute,
@@ -51,6 +51,7 @@ func defaultConnLimits() connLimits {
 		grpcKeepaliveMin:   10 * time.Second,
 		grpcKeepaliveTime:  2 * time.Minute,
 		httpMaxConns:       4096,
+		httpMaxConnsPerIP:  1024,
 		httpReadHeader:     10 * time.Second,
 		httpRead:           30 * time.Second,
 		httpIdle:           2 * time.Minute,
@@ -66,7 +67,9 @@ func (l *connLimits) addFlags(fs *flag.FlagSet) {
 
 // addGRPCFlags registers the gRPC port's limits.
 func (l *connLimits) addGRPCFlags(fs *flag.FlagSet) {
-	fs.IntVar(&l.grpcMaxConns, "grpc-max-conns", l.grpcMaxConns, "gRPC: open connections at most; more are closed on accept (0: no cap)")
+	fs.IntVar(&l.grpcMaxConns, "grpc-max-conns", l.grpcMaxConns, "gRPC: open connections at most; at the cap the client address holding the most sheds one, else the new one is closed (0: no cap)")
+	fs.IntVar(&l.grpcMaxConnsPerIP, "grpc-max-conns-per-ip", l.grpcMaxConnsPerIP, "gRPC: open connections from one client address at most; more are closed on accept (0: no cap)")
+	fs.DurationVar(&l.grpcRPCTimeout, "grpc-rpc-timeout", l.grpcRPCTimeout, "gRPC: cancel an RPC still running after this long, a request sent too slowly included (0: no limit)")
 	fs.IntVar(&l.grpcMaxStreams, "grpc-max-streams", l.grpcMaxStreams, "gRPC: concurrent RPCs per connection (HTTP/2 MAX_CONCURRENT_STREAMS; 0: no cap)")
 	fs.DurationVar(&l.grpcHandshake, "grpc-handshake-timeout", l.grpcHandshake, "gRPC: time a new connection has to finish the HTTP/2 handshake")
 	fs.DurationVar(&l.grpcIdle, "grpc-idle-timeout", l.grpcIdle, "gRPC: close a connection without RPCs for this long (0: never)")
@@ -83,7 +86,8 @@ func (l *connLimits) addHTTPFlags(fs *flag.FlagSet) {
 	if l.httpRead == 0 {
 		readUsage += ", body included (0: no limit, so that long uploads are not cut)"
 	}
-	fs.IntVar(&l.httpMaxConns, "http-max-conns", l.httpMaxConns, "HTTP: open connections at most; more are closed on accept (0: no cap)")
+	fs.IntVar(&l.httpMaxConns, "http-max-conns", l.httpMaxConns, "HTTP: open connections at most; at the cap the client address holding the most sheds one, else the new one is closed (0: no cap)")
+	fs.IntVar(&l.httpMaxConnsPerIP, "http-max-conns-per-ip", l.httpMaxConnsPerIP, "HTTP: open connections from one client address at most; more are closed on accept (0: no cap)")
 	fs.DurationVar(&l.httpReadHeader, "http-read-header-timeout", l.httpReadHeader, "HTTP: time a client has to send a request's headers")
 	fs.DurationVar(&l.httpRead, "http-read-timeout", l.httpRead, readUsage)
 	fs.DurationVar(&l.httpIdle, "http-idle-timeout", l.httpIdle, "HTTP: close a kept-alive connection idle for this long")
@@ -98,15 +102,15 @@ func (l *connLimits) validate() string {
 	switch {
 	case l.httpRead == 0:
 		return "--http-read-timeout must be positive"
-	case l.grpcMaxConns < 0 || l.grpcMaxStreams < 0:
-		return "--grpc-max-conns and --grpc-max-streams must not be negative"
+	case l.grpcMaxConns < 0 || l.grpcMaxConnsPerIP < 0 || l.grpcMaxStreams < 0:
+		return "--grpc-max-conns, --grpc-max-conns-per-ip and --grpc-max-streams must not be negative"
 	case l.grpcMaxStreams > math.MaxUint32:
 		return "--grpc-max-streams is too large"
 	case l.grpcHandshake <= 0 || l.grpcKeepaliveMin <= 0:
 		return "--grpc-handshake-timeout and --grpc-keepalive-min-time must be positive"
 	}
 	for name, d := range map[string]time.Duration{"--grpc-idle-timeout": l.grpcIdle, "--grpc-max-conn-age": l.grpcMaxAge,
-		"--grpc-max-conn-age-grace": l.grpcMaxAgeGrace, "--grpc-keepalive-time": l.grpcKeepaliveTime} {
+		"--grpc-max-conn-age-grace": l.grpcMaxAgeGrace, "--grpc-keepalive-time": l.grpcKeepaliveTime, "--grpc-rpc-timeout": l.grpcRPCTimeout} {
 		if d < 0 {
 			return name + " must not be negative"
 		}
@@ -118,8 +122,8 @@ func (l *connLimits) validate() string {
 // --http-read-timeout of 0 is none (validate refuses it for serve).
 func (l *connLimits) validateHTTP() string {
 	switch {
-	case l.httpMaxConns < 0 || l.httpRead < 0:
-		return "--http-max-conns and --http-read-timeout must not be negative"
+	case l.httpMaxConns < 0 || l.httpMaxConnsPerIP < 0 || l.httpRead < 0 || l.httpMinBodyRate < 0:
+		return "--http-max-conns, --http-max-conns-per-ip, --http-read-timeout and --http-min-body-rate must not be negative"
 	case l.httpReadHeader <= 0 || l.httpIdle <= 0:
 		return "--http-read-header-timeout and --http-idle-timeout must be positive"
 	case l.httpMaxHeaderBytes < 4096:
@@ -143,6 +147,7 @@ func (l *connLimits) grpcOptions() []grpc.ServerOption {
 		// Envoy may ping an idle connection to keep it warm: allowed, at
 		// most once per MinTime.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.grpcKeepaliveMin, PermitWithoutStream: true}),
+		grpc.InTapHandle(l.tapStream),
 	}
 	if l.grpcMaxStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(uint32(l.grpcMaxStreams)))
@@ -157,34 +162,4 @@ func orForever(d time.Duration) time.Duration {
 		return time.Duration(math.MaxInt64)
 	}
 	return d
-}
-
-// httpServer is the HTTP server enforcing l.
-func (l *connLimits) httpServer(h http.Handler, log *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: l.httpReadHeader,
-		ReadTimeout:       l.httpRead,
-		IdleTimeout:       l.httpIdle,
-		MaxHeaderBytes:    l.httpMaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-}
-
-// capped wraps ln with the connection cap max and exports its open and
-// refused connections as metrics labelled with the listener's name.
-func capped(ln net.Listener, max int, name string, reg prometheus.Registerer) *connlimit.Listener {
-	cl := connlimit.New(ln, max)
-	labels := prometheus.Labels{"listener": name}
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_connections_open", ConstLabels: labels,
-			Help: "Connections open on a listener (http, grpc, or health: sluice proxy's health port).",
-		}, func() float64 { return float64(cl.Open()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "sluice_connections_refused_total", ConstLabels: labels,
-			Help: "Connections closed on accept because the listener's cap (--http-max-conns, --grpc-max-conns) was reached.",
-		}, func() float64 { return float64(cl.Refused()) }),
-	)
-	return cl
 }

@@ -249,7 +249,7 @@ func (c *overrideClient) call(ctx context.Context, fs *flag.FlagSet, method, pat
 			}
 		}
 		if resp.StatusCode == http.StatusNotFound && strings.HasPrefix(msg, "no such endpoint") {
-			msg += " (is the admin API on? serve needs --admin-token-file or SLUICE_ADMIN_TOKEN)"
+			msg += " (is the admin API on? serve needs --admin-token-file or SLUICE_ADMIN_TOKEN; with --admin-addr, give that address as --server)"
 		}
 		fmt.Fprintf(stderr, "sluice %s: %s\n", fs.Name(), msg)
 		return 1

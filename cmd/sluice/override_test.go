@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-const overrideToken = "t0ken"
+const overrideToken = "5f0c3a8e9d1b7f2e6a4c0d8b3e7f1a9c"
 
 // node is one `sluice serve` of the override tests, which it can stop
 // before the test ends.
@@ -211,6 +211,10 @@ func TestOverrideCLIErrors(t *testing.T) {
 	}
 	if code, _, errOut := runCmd("override", "list", "--server", n.base); code != 2 || !strings.Contains(errOut, "SLUICE_ADMIN_TOKEN") {
 		t.Errorf("no token: %d %q", code, errOut)
+	}
+	t.Setenv("SLUICE_ADMIN_TOKEN", strings.Repeat("0123456789", 4))
+	if code, _, errOut := runCmd("override", "list", "--server", n.base); code != 1 || !strings.Contains(errOut, "the bearer token is wrong") {
+		t.Errorf("a wrong token: %d %q", code, errOut)
 	}
 	if code, _, errOut := runCmd("override", "frob"); code != 2 || !strings.Contains(errOut, "want set, list or rm") {
 		t.Errorf("unknown subcommand: %d %q", code, errOut)

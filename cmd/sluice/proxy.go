@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -54,9 +53,11 @@ them. The flag overrides the configuration's store.url.
 An upstream that cannot be reached gives 502 (504 when it does not answer
 within 60 s). The configuration is read at start; restart to change it.
 
-A second port, --health-addr, answers GET /healthz, /readyz (503 only while
-draining: the fail policy answers while Redis cannot), /readyz/store (also
-503 while the store does not decide) and /metrics, as serve's HTTP API does. SIGTERM or SIGINT drains, then shuts down: for --drain, /readyz answers
+A second port, --health-addr (:8082, as serve's), answers GET /healthz,
+/readyz (503 only while draining: the fail policy answers while Redis
+cannot), /readyz/store (also 503 while the store does not decide) and
+/metrics, as serve's HTTP API does; a flood of the proxy port cannot starve
+it. SIGTERM or SIGINT drains, then shuts down: for --drain, /readyz answers
 503 while requests are still proxied; then the listeners close and in-flight
 requests get up to --shutdown-timeout to finish. A second signal ends the
 drain early.
@@ -68,11 +69,13 @@ with Retry-After to deny it — and on /v1/forward-auth/nginx, which denies with
 403 for nginx. The gateway must be in proxy.trusted_proxies for the client
 address it sends in X-Forwarded-For to count. See docs/gateways.md.`
 
-// defaultProxyLimits are serve's HTTP limits, without a whole-request read
-// timeout: it would cut the long uploads the upstream is entitled to.
+// defaultProxyLimits are serve's HTTP limits with a minimum body rate
+// instead of a whole-request read timeout, which would cut the long uploads
+// the upstream is entitled to.
 func defaultProxyLimits() connLimits {
 	l := defaultConnLimits()
 	l.httpRead = 0
+	l.httpMinBodyRate = 1024
 	return l
 }
 
@@ -83,7 +86,7 @@ func newProxyFlags(o *proxyOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.upstream, "upstream", "", "the `URL` of the service to forward to, such as http://127.0.0.1:9000 (required)")
 	fs.BoolVar(&o.fwdAuth, "forward-auth", false, "forward nothing: answer a gateway's forward-auth requests on /v1/forward-auth (and /v1/forward-auth/nginx)")
 	fs.StringVar(&o.listen, "listen", ":8080", "listen `address` of the proxy")
-	fs.StringVar(&o.healthAddr, "health-addr", ":8081", "listen `address` of /healthz, /readyz and /metrics; empty turns it off")
+	fs.StringVar(&o.healthAddr, "health-addr", ":8082", "listen `address` of /healthz, /readyz and /metrics; empty turns it off")
 	fs.StringVar(&o.storeURL, "store", "", "the store `URL`: memory:// or redis://host:port (default: the config's store.url, else memory://)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -91,6 +94,7 @@ func newProxyFlags(o *proxyOptions, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "after the drain, how long to let in-flight requests finish")
 	limits := defaultProxyLimits()
 	limits.addHTTPFlags(fs)
+	fs.IntVar(&limits.httpMinBodyRate, "http-min-body-rate", limits.httpMinBodyRate, "HTTP: bytes per second a request body must average after the first --http-read-header-timeout; slower ones are cut with 408 (0: no minimum)")
 	o.limits = &limits
 	withEnvHelp(fs)
 	return fs
@@ -185,45 +189,27 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 	// The service is not asked for decisions here, only for readiness and
 	// the store's metrics, which it takes from the same store.
 	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()))
-	h, target, err := proxyHandler(cfg, store, upstream, log)
-	if err != nil {
-		closeStore()
-		return nil, err
-	}
 	limits := o.limits
 	if limits == nil {
 		l := defaultProxyLimits()
 		limits = &l
 	}
-	ln, err := net.Listen("tcp", o.listen)
+	h, target, err := proxyHandler(cfg, store, upstream, proxy.Logger(log),
+		proxy.MinBodyRate(int64(limits.httpMinBodyRate), limits.httpReadHeader))
 	if err != nil {
 		closeStore()
-		return nil, fmt.Errorf("--listen: %w", err)
+		return nil, err
 	}
-	var healthLn net.Listener
+	lns, err := listenAll(listenSpec{"--listen", o.listen}, listenSpec{"--health-addr", o.healthAddr})
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	s := &proxyServer{drainer: newDrainer(log), addr: lns[0].Addr(), healthAddr: addrOf(lns[1]), done: make(chan struct{})}
+	ps := &ports{limits: limits, reg: svc.Registry(), log: log}
+	ps.serveHTTP("http", lns[0], h, plainPort)
 	if o.healthAddr != "" {
-		if healthLn, err = net.Listen("tcp", o.healthAddr); err != nil {
-			ln.Close()
-			closeStore()
-			return nil, fmt.Errorf("--health-addr: %w", err)
-		}
-	}
-	s := &proxyServer{drainer: newDrainer(log), addr: ln.Addr(), done: make(chan struct{})}
-	servers := []*http.Server{limits.httpServer(h, log)}
-	var wg sync.WaitGroup
-	serve := func(srv *http.Server, ln net.Listener) {
-		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("proxy server stopped", "error", err)
-			}
-		})
-	}
-	serve(servers[0], capped(ln, limits.httpMaxConns, "http", svc.Registry()))
-	if healthLn != nil {
-		s.healthAddr = healthLn.Addr()
-		healthSrv := limits.httpServer(httpapi.Health(svc, httpapi.WithDraining(s.draining.Load)), log)
-		servers = append(servers, healthSrv)
-		serve(healthSrv, capped(healthLn, limits.httpMaxConns, "health", svc.Registry()))
+		ps.serveHTTP("health", lns[1], httpapi.Health(svc, httpapi.WithDraining(s.draining.Load)), healthPort)
 	}
 	log.Info("sluice proxying", "version", buildVersion(), "listen", s.addr.String(), "health", addrString(s.healthAddr),
 		"upstream", target, "store", service.RedactURL(storeCfg.URL), "routes", len(cfg.Proxy.Routes))
@@ -232,8 +218,8 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 		defer close(s.done)
 		<-ctx.Done()
 		s.drain(o.drain, func() {})
-		s.stop(o.shutdown, nil, servers...)
-		wg.Wait()
+		s.stop(o.shutdown, nil, ps.servers...)
+		ps.wait()
 		closeStore()
 		log.Info("stopped")
 	}()
@@ -242,11 +228,11 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 
 // proxyHandler is the reverse proxy to upstream or, when upstream is nil
 // (--forward-auth), the forward-auth endpoint; target says which, for the log.
-func proxyHandler(cfg *config.Config, store sluice.Store, upstream *url.URL, log *slog.Logger) (h http.Handler, target string, err error) {
+func proxyHandler(cfg *config.Config, store sluice.Store, upstream *url.URL, opts ...proxy.Option) (h http.Handler, target string, err error) {
 	if upstream == nil {
-		h, err = proxy.ForwardAuth(cfg, store, proxy.Logger(log))
+		h, err = proxy.ForwardAuth(cfg, store, opts...)
 		return h, "none (forward-auth)", err
 	}
-	h, err = proxy.New(cfg, store, upstream, proxy.Logger(log))
+	h, err = proxy.New(cfg, store, upstream, opts...)
 	return h, upstream.Redacted(), err
 }

@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,6 +32,8 @@ type serveOptions struct {
 	streamWorkers  int
 	httpAddr       string
 	grpcAddr       string
+	healthAddr     string // "": no health port
+	adminAddr      string // "": the admin API is on the HTTP port
 	adminTokenFile string
 	rlsHeaders     bool
 	rlsLimitHdrs   bool
@@ -50,6 +52,9 @@ const serveDescription = `Serve runs the rate limit service. It decides over two
         plus GET /v1/policies, /healthz, /readyz, /readyz/store, /metrics
   gRPC  envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (Envoy, Istio,
         Contour, Gloo, Emissary) and grpc.health.v1.Health
+A third port, --health-addr, answers /healthz, /readyz, /readyz/store and
+/metrics alone: point probes at it, and a flood of the other two cannot
+starve them.
 
 The store holds the counters: memory:// (the default) keeps them in this
 process; redis://host:port shares them between every node using the same Redis
@@ -80,7 +85,9 @@ signal ends the drain early.
 
 The admin API (POST /v1/admin/reset, /v1/admin/overrides) is on only with a
 token, read from --admin-token-file or the SLUICE_ADMIN_TOKEN environment
-variable.`
+variable: at least 32 random characters, such as those of
+head -c 32 /dev/urandom | base64. With --admin-addr it leaves the HTTP port
+for a port of its own.`
 
 // newServeFlags defines serve's flags on o.
 func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
@@ -89,7 +96,9 @@ func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.storeURL, "store", "", "the store `URL`: memory:// or redis://host:port (default: the config's store.url, else memory://)")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "listen `address` of the HTTP API")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "listen `address` of the gRPC API (Envoy RLS); empty turns it off")
+	fs.StringVar(&o.healthAddr, "health-addr", ":8082", "listen `address` of /healthz, /readyz, /readyz/store and /metrics alone, for probes a flood of the other ports cannot starve; empty turns it off")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "`file` holding the bearer token that turns on the admin API")
+	fs.StringVar(&o.adminAddr, "admin-addr", "", "listen `address` of the admin API, which then leaves the HTTP port (default: on the HTTP port)")
 	fs.BoolVar(&o.rlsHeaders, "rls-headers", false, "have Envoy add RateLimit-Policy, RateLimit and Retry-After headers to responses")
 	var limitHeadersOn bool
 	o.rlsLimitNames, limitHeadersOn = envoyrls.LimitHeadersFromEnv(os.Getenv)
@@ -197,11 +206,13 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // goroutines that must end before it returns.
 type server struct {
 	*drainer
-	svc      *service.Service
-	httpAddr net.Addr
-	grpcAddr net.Addr // nil when gRPC is off
-	done     chan struct{}
-	shutdown context.CancelFunc // begins the shutdown, as SIGTERM does
+	svc        *service.Service
+	httpAddr   net.Addr
+	grpcAddr   net.Addr // nil when gRPC is off
+	healthAddr net.Addr // nil without a health port
+	adminAddr  net.Addr // nil when the admin API is on the HTTP port, or off
+	done       chan struct{}
+	shutdown   context.CancelFunc // begins the shutdown, as SIGTERM does
 }
 
 // startServer loads the configuration, opens the store, starts listening and
@@ -255,20 +266,18 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		l := defaultConnLimits()
 		limits = &l
 	}
-	httpLn, err := net.Listen("tcp", o.httpAddr)
+	if o.adminAddr != "" && token == "" {
+		closeStore()
+		return nil, errors.New("--admin-addr needs an admin token (--admin-token-file or SLUICE_ADMIN_TOKEN)")
+	}
+	lns, err := listenAll(listenSpec{"--http-addr", o.httpAddr}, listenSpec{"--grpc-addr", o.grpcAddr},
+		listenSpec{"--health-addr", o.healthAddr}, listenSpec{"--admin-addr", o.adminAddr})
 	if err != nil {
 		closeStore()
-		return nil, fmt.Errorf("--http-addr: %w", err)
+		return nil, err
 	}
-	var grpcLn net.Listener
-	if o.grpcAddr != "" {
-		if grpcLn, err = net.Listen("tcp", o.grpcAddr); err != nil {
-			httpLn.Close()
-			closeStore()
-			return nil, fmt.Errorf("--grpc-addr: %w", err)
-		}
-	}
-	s := &server{drainer: newDrainer(log), svc: svc, httpAddr: httpLn.Addr(), done: make(chan struct{})}
+	s := &server{drainer: newDrainer(log), svc: svc, httpAddr: lns[0].Addr(), grpcAddr: addrOf(lns[1]),
+		healthAddr: addrOf(lns[2]), adminAddr: addrOf(lns[3]), done: make(chan struct{})}
 	ctx, s.shutdown = context.WithCancel(ctx)
 	rlsOpts := []envoyrls.Option{envoyrls.WithHeaders(o.rlsHeaders), envoyrls.WithDynamicMetadata(o.rl.dynamicMetadata)}
 	if o.rlsLimitHdrs {
@@ -281,10 +290,19 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	starting := o.xds.waitingFor(ctx, xds, log, rls.SetServing)
 	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(starting),
 		httpapi.WithHealthcheck(o.rl.health), httpapi.WithRoute("POST", "/json", rls.JSONHandler())}
-	if token != "" {
-		apiOpts = append(apiOpts, httpapi.WithAdminToken(token))
+	adminOpts := append(slices.Clone(apiOpts), httpapi.WithAdminToken(token))
+	ps := &ports{limits: limits, reg: svc.Registry(), log: log}
+	if token != "" && o.adminAddr == "" {
+		ps.serveHTTP("http", lns[0], httpapi.New(svc, adminOpts...), healthPort)
+	} else {
+		ps.serveHTTP("http", lns[0], httpapi.New(svc, apiOpts...), healthPort)
 	}
-	httpSrv := limits.httpServer(httpapi.New(svc, apiOpts...), log)
+	if o.healthAddr != "" {
+		ps.serveHTTP("health", lns[2], httpapi.Health(svc, apiOpts...), healthPort)
+	}
+	if o.adminAddr != "" {
+		ps.serveHTTP("admin", lns[3], httpapi.Admin(svc, adminOpts...), plainPort)
+	}
 	// Stream workers reuse goroutines instead of starting one per RPC, which
 	// spares the stack growth that was ~12% of CPU under load (measured in
 	// docs/benchmarks.md).
@@ -297,23 +315,10 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	}
 	grpcSrv := grpc.NewServer(grpcOpts...)
 	rls.Register(grpcSrv)
-
-	httpCapped := capped(httpLn, limits.httpMaxConns, "http", svc.Registry())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := httpSrv.Serve(httpCapped); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("HTTP server stopped", "error", err)
-		}
-	})
-	if grpcLn != nil {
-		s.grpcAddr = grpcLn.Addr()
-		grpcCapped := capped(grpcLn, limits.grpcMaxConns, "grpc", svc.Registry())
-		wg.Go(func() {
-			if err := grpcSrv.Serve(grpcCapped); err != nil {
-				log.Error("gRPC server stopped", "error", err)
-			}
-		})
+	if o.grpcAddr != "" {
+		ps.serveGRPC(lns[1], grpcSrv)
 	}
+	var wg sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	if len(paths) > 0 {
 		wg.Go(func() {
@@ -337,7 +342,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		}
 	})
 	log.Info("sluice serving", "version", buildVersion(), "store", service.RedactURL(storeCfg.URL),
-		"http", s.httpAddr.String(), "grpc", addrString(s.grpcAddr),
+		"http", s.httpAddr.String(), "grpc", addrString(s.grpcAddr), "health", addrString(s.healthAddr), "admin", addrString(s.adminAddr),
 		"policies", len(cfg.Policies), "domains", len(cfg.Domains), "admin_api", token != "", "xds", o.xds.server)
 
 	go func() {
@@ -347,7 +352,8 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		signal.Stop(hup)
 		stopWatch()
 		s.drain(o.drain, rls.Shutdown)
-		s.stop(o.shutdown, grpcSrv, httpSrv)
+		s.stop(o.shutdown, grpcSrv, ps.servers...)
+		ps.wait()
 		wg.Wait()
 		closeStore()
 		log.Info("stopped")
@@ -358,6 +364,14 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 // wait blocks until the server has shut down.
 func (s *server) wait() { <-s.done }
 
+// addrOf is ln's address, nil for no listener.
+func addrOf(ln net.Listener) net.Addr {
+	if ln == nil {
+		return nil
+	}
+	return ln.Addr()
+}
+
 func addrString(a net.Addr) string {
 	if a == nil {
 		return "off"
@@ -365,11 +379,16 @@ func addrString(a net.Addr) string {
 	return a.String()
 }
 
-// adminToken reads the admin token from file, else from SLUICE_ADMIN_TOKEN.
-// A file keeps the secret out of the process list and the shell history.
+// adminToken reads the admin token from file, else from SLUICE_ADMIN_TOKEN,
+// and refuses a weak one. A file keeps the secret out of the process list and
+// the shell history.
 func adminToken(file string) (string, error) {
 	if file == "" {
-		return os.Getenv("SLUICE_ADMIN_TOKEN"), nil
+		token := os.Getenv("SLUICE_ADMIN_TOKEN")
+		if err := httpapi.CheckAdminToken(token); token != "" && err != nil {
+			return "", fmt.Errorf("SLUICE_ADMIN_TOKEN: %w", err)
+		}
+		return token, nil
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -378,6 +397,9 @@ func adminToken(file string) (string, error) {
 	token := strings.TrimSpace(string(b))
 	if token == "" {
 		return "", fmt.Errorf("--admin-token-file %s is empty", file)
+	}
+	if err := httpapi.CheckAdminToken(token); err != nil {
+		return "", fmt.Errorf("--admin-token-file %s: %w", file, err)
 	}
 	return token, nil
 }

@@ -20,7 +20,7 @@ func readyz(t *testing.T, srv *server) (int, string) {
 // grpcServing reports whether the gRPC health service says SERVING.
 func grpcServing(t *testing.T, srv *server) bool {
 	t.Helper()
-	st, err := grpcHealth(srv.grpcAddr.String())
+	st, err := healthFrom("127.0.0.1", srv.grpcAddr.String())
 	if err != nil {
 		t.Fatalf("gRPC health: %v", err)
 	}
