@@ -103,6 +103,13 @@ func openRunner(url string, cf config) (Runner, func(), error) {
 		return nil, nil, err
 	}
 	o.DisableCache = true
+	// Every connection gets its reader at once, which notices when Redis
+	// closes it (a restart, a failover) and has it redialled. rueidis' default
+	// writes and reads a connection used by one call at a time on the caller's
+	// goroutine, and learns it is dead only from the next call, which then
+	// fails with EOF although Redis is back: after a restart, each idle
+	// connection failed a decision that way.
+	o.AlwaysPipelining = true
 	if cf.tls != nil {
 		o.TLSConfig = cf.tls
 	}
@@ -121,7 +128,9 @@ func openRunner(url string, cf config) (Runner, func(), error) {
 }
 
 // New returns a Store on a rueidis client the caller owns and closes (Close
-// leaves it open).
+// leaves it open). Give the client ClientOption.AlwaysPipelining, as Open
+// does: without it a connection idle when Redis restarts is found dead only
+// by the next call on it, which fails with EOF although Redis is back.
 func New(client rueidis.Client, opts ...Option) *Store {
 	return NewWithRunner(NewRunner(client), opts...)
 }
