@@ -3,8 +3,10 @@
 // stall when Redis stalls, and what it does instead is a product decision:
 //
 //	FailLocal   decide on an in-process memory store with the same policies,
-//	            each divided by the number of nodes, so the limit holds
-//	            approximately while Redis is away (the default)
+//	            each divided by the number of nodes given with WithNodes, so
+//	            the limit holds approximately while Redis is away (the
+//	            default; without WithNodes nothing is divided and N nodes
+//	            admit N times the limit)
 //	FailClosed  deny it, with an error that says why (for limits that protect
 //	            something more valuable than availability)
 //	FailOpen    admit the request, uncounted: unbounded while Redis is away

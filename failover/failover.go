@@ -106,7 +106,9 @@ func WithLocal(local sluice.Store) Option { return func(s *Store) { s.local = lo
 
 // WithNodes makes FailLocal divide every limit (and burst) by n, rounding
 // down but never below 1, so n nodes deciding locally at once admit about
-// what the shared limit does. n <= 1 leaves limits alone.
+// what the shared limit does. n <= 1 leaves limits alone. Set it to the
+// number of processes sharing the primary: without it (the default, 1) each
+// of them admits the whole limit locally, N of them N times it.
 func WithNodes(n int) Option { return func(s *Store) { s.nodes = int64(max(1, n)) } }
 
 // WithClock sets the clock the breaker's cool-down and the calls' latencies
@@ -129,7 +131,13 @@ func WithNodeStateChange(f func(node string, from, to BreakerState)) Option {
 }
 
 // New returns a Store deciding on primary, with the fail policy, timeout and
-// breaker configured by opts.
+// breaker configured by opts. The fail policy is FailLocal unless WithMode
+// says otherwise, and FailLocal divides nothing unless WithNodes says by how
+// many: give it the number of nodes sharing the primary,
+//
+//	failover.New(redis, failover.WithNodes(4))
+//
+// or every node falling back admits the whole limit.
 func New(primary sluice.Store, opts ...Option) *Store {
 	s := &Store{primary: primary, mode: FailLocal, nodes: 1, br: newBreaker()}
 	s.timeouts.min, s.timeouts.max = DefaultMinTimeout, DefaultMaxTimeout

@@ -50,6 +50,12 @@ var (
 // database, and must be one server (a shard URL holding parameters of its own
 // is query-escaped).
 //
+// Open connects before it returns and fails when it cannot (Redis down, a
+// wrong address or password), so a mistake shows at once. A program that
+// must start while Redis is still down passes WithLazyConnect: Open then
+// returns at once, connects in the background, and calls fail with
+// ErrNotConnected until it has.
+//
 // rueidis pipelines concurrent requests on shared connections by itself.
 // Client-side caching is turned off: the store never reads through it, and
 // it would require RESP3 and CLIENT TRACKING from the server.
