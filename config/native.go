@@ -29,7 +29,13 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 		items, _ := p.list(n, "policies", "policies")
 		for i, item := range items {
 			if pol := p.policy(item, index("policies", i)); pol != nil {
-				out.policies = append(out.policies, placed{pol, item, index("policies", i) + ".name", false})
+				out.policies = append(out.policies, placed{pol: pol, node: item, field: index("policies", i) + ".name"})
+			} else if name := scalarField(item, "name"); name != "" {
+				// Invalid, but its name still counts: a second policy of that
+				// name is a problem of its own, reported with the first's.
+				pol := &Policy{File: p.file, Line: item.Line}
+				pol.Name = name
+				out.policies = append(out.policies, placed{pol: pol, node: item, field: index("policies", i) + ".name", invalid: true})
 			}
 		}
 	}
@@ -227,4 +233,18 @@ func (f *fields) at(goToYAML map[string]string) yamlField {
 		}
 		return f.node, join(f.path, key)
 	}
+}
+
+// scalarField returns the value of n's key when n is a mapping holding it as
+// a plain scalar, else "".
+func scalarField(n *yaml.Node, key string) string {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return ""
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k, v := n.Content[i], n.Content[i+1]; k.Value == key && v.Kind == yaml.ScalarNode {
+			return v.Value
+		}
+	}
+	return ""
 }
