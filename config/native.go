@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -92,11 +91,9 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 		s.PasswordFile = p.relative(v)
 	}
 	if n := f.get("lease"); n != nil {
-		if s.Lease = p.leaseSection(n, "store.lease"); s.Lease != nil {
-			if scheme, _, _ := strings.Cut(s.URL, "://"); scheme == "" || scheme == "memory" {
-				p.errorf(n, "store.lease", "leases share a Redis store between nodes; with the memory store every decision is local already: remove store.lease or set a redis:// url")
-			}
-		}
+		// Whether the store is Redis is known only with the URL in force,
+		// which --store may set: service.CheckStore says.
+		s.Lease = p.leaseSection(n, "store.lease")
 	}
 	if n := f.get("tls"); n != nil {
 		if t, ok := p.mapping(n, "store.tls", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"); ok {

@@ -169,7 +169,10 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 	scheme, _, _ := strings.Cut(cfg.URL, "://")
 	switch strings.ToLower(scheme) {
 	case "", "memory":
-		return nil, nil
+		if cfg.Lease != nil {
+			bad("store.lease", "leases share a Redis store between nodes; with the memory store every decision is local already: remove store.lease or set a redis:// url")
+		}
+		return nil, problems
 	case "redis", "rediss", "unix":
 	default:
 		bad("store.url", "unknown scheme %q (want memory, redis, rediss or unix)", scheme)
