@@ -234,7 +234,13 @@ func (s *Store) call(ctx context.Context, brs []*breaker, f func(context.Context
 	if !allowAll(brs, s.clock, tickets) {
 		return ErrBreakerOpen
 	}
-	cctx, cancel := s.timeouts.bound(ctx)
+	cctx, cancel, ok := s.timeouts.bound(ctx)
+	if !ok {
+		for i, b := range brs {
+			b.release(tickets[i]) // no call: nothing learnt about the store
+		}
+		return &timeoutError{err: errBudgetSpent}
+	}
 	start := s.clock.Now()
 	err := f(cctx)
 	latency := s.clock.Now().Sub(start)
@@ -286,6 +292,9 @@ type timeoutError struct {
 }
 
 func (e *timeoutError) Error() string {
+	if e.err == errBudgetSpent {
+		return ErrTimeout.Error() + ": " + errBudgetSpent.Error()
+	}
 	return ErrTimeout.Error() + " after " + e.after.Round(time.Microsecond).String()
 }
 
@@ -306,7 +315,10 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 	if !ok {
 		return errors.New("failover: the primary store cannot reset keys")
 	}
-	cctx, cancel := s.timeouts.bound(ctx)
+	cctx, cancel, ok := s.timeouts.bound(ctx)
+	if !ok {
+		return &timeoutError{err: errBudgetSpent}
+	}
 	defer cancel()
 	return r.Reset(cctx, p, key)
 }

@@ -114,7 +114,9 @@ func openRunner(url string, cf config) (Runner, func(), error) {
 	// writes and reads a connection used by one call at a time on the caller's
 	// goroutine, and learns it is dead only from the next call, which then
 	// fails with EOF although Redis is back: after a restart, each idle
-	// connection failed a decision that way.
+	// connection failed a decision that way. Such a call also waits for its
+	// deadline (WithTimeout), not its cancellation: behind a frozen Redis, a
+	// fail-over Store's timeout did not end it.
 	o.AlwaysPipelining = true
 	if cf.tls != nil {
 		o.TLSConfig = cf.tls
@@ -136,7 +138,10 @@ func openRunner(url string, cf config) (Runner, func(), error) {
 // New returns a Store on a rueidis client the caller owns and closes (Close
 // leaves it open). Give the client ClientOption.AlwaysPipelining, as Open
 // does: without it a connection idle when Redis restarts is found dead only
-// by the next call on it, which fails with EOF although Redis is back.
+// by the next call on it, which fails with EOF although Redis is back, and a
+// lone call to a frozen Redis ignores its context's cancellation (a
+// fail-over Store's adaptive timeout) until its deadline, this store's
+// WithTimeout.
 func New(client rueidis.Client, opts ...Option) *Store {
 	return NewWithRunner(NewRunner(client), opts...)
 }
