@@ -289,4 +289,3 @@ func TestNginxForwardAuth(t *testing.T) {
 		t.Errorf("admitted response: RateLimit = %q", v)
 	}
 }
-

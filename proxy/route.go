@@ -49,4 +49,3 @@ func (rt *route) matches(r *http.Request, p string) bool {
 	}
 	return true
 }
-
