@@ -23,15 +23,7 @@ func TestCheckPlan(t *testing.T) {
         free: {limit: 2}
         pro: {limit: 50}
 `)
-	log, _ := newLogger(&syncBuffer{}, "text", "info")
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := startServer(ctx, serveOptions{configs: stringList{path}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second}, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.wait() })
-	server := "http://" + srv.httpAddr.String()
+	server := startCheckServer(t, path)
 	for _, c := range []struct {
 		args []string
 		code int
@@ -56,16 +48,9 @@ func TestCheckPlan(t *testing.T) {
 func TestCheckPeek(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	writeFile(t, path, "policies:\n  - {name: once, algorithm: fixed_window, limit: 1, period: 8760h}\n")
-	log, _ := newLogger(&syncBuffer{}, "text", "info")
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := startServer(ctx, serveOptions{configs: stringList{path}, httpAddr: "127.0.0.1:0", grpcAddr: "", shutdown: 5 * time.Second}, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.wait() })
+	server := startCheckServer(t, path)
 	check := func(cost string) (int, string) {
-		code, out, errOut := runCmd("check", "--server", "http://"+srv.httpAddr.String(), "--policy", "once", "--key", "k", "--cost", cost)
+		code, out, errOut := runCmd("check", "--server", server, "--policy", "once", "--key", "k", "--cost", cost)
 		return code, out + errOut
 	}
 	for _, c := range []struct {
@@ -96,4 +81,19 @@ func TestCheckNoServer(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
 	}
+}
+
+// startCheckServer runs serve on the configuration at path, HTTP only, until
+// the test ends, and returns its URL.
+func startCheckServer(t *testing.T, path string) string {
+	t.Helper()
+	log, _ := newLogger(&syncBuffer{}, "text", "info")
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := startServer(ctx, serveOptions{configs: stringList{path}, httpAddr: "127.0.0.1:0", shutdown: 5 * time.Second}, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.wait() })
+	return "http://" + srv.httpAddr.String()
 }
