@@ -17,7 +17,9 @@
 //   - a per-call timeout that adapts to the latency of recent successful
 //     calls within [DefaultMinTimeout, DefaultMaxTimeout], and is stretched
 //     when its own timer fires late (this process, not the store, was
-//     stalled); WithTimeout fixes it instead;
+//     stalled); WithTimeout fixes it instead; a caller that waits before
+//     its call (package lease) marks the decision with MarkStart, and the
+//     maximum then bounds the wait and the calls together;
 //   - a circuit breaker that opens on a failure rate over the last calls
 //     (DefaultFailureRate of DefaultMinCalls, failures of the last
 //     DefaultWindow), counting the failures of calls in flight together as
