@@ -172,7 +172,7 @@ func (p *fileParser) descriptor(f *fields, parent name, depth int) (d *Descripto
 			d.Unlimited = true
 		case pol != nil:
 			d.Limits = append(d.Limits, pol)
-			pols = append(pols, placed{pol, b.node, b.path, true})
+			pols = append(pols, placed{pol: pol, node: b.node, field: b.path, derived: true})
 		default:
 			ok = false
 		}

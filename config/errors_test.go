@@ -102,6 +102,12 @@ func TestNativeProblems(t *testing.T) {
 			[]string{"6:5 policies[0].limit: duplicate field (first set at line 4)"}},
 		{"duplicate policy name", y("policies:", "  - {name: a, algorithm: gcra, limit: 5, period: 1s}", "  - {name: a, algorithm: gcra, limit: 5, period: 1s}"),
 			[]string{`3:5 policies[1].name: policy name "a" is already used at t.yaml:2; policy names must be unique across all files`}},
+		{"duplicate name of an invalid policy", y("policies:", "  - {name: a, algorithm: gcra, limit: 0, period: 1s}", "  - {name: a, algorithm: gcra, limit: 5, period: 1s}"), []string{
+			"2:39 policies[0].limit: must be at least 1, got 0",
+			`3:5 policies[1].name: policy name "a" is already used at t.yaml:2; policy names must be unique across all files`}},
+		{"duplicate policy name, the second invalid", y("policies:", "  - {name: a, algorithm: gcra, limit: 5, period: 1s}", "  - {name: a, algorithm: gcar, limit: 5, period: 1s}"), []string{
+			`3:5 policies[1].name: policy name "a" is already used at t.yaml:2; policy names must be unique across all files`,
+			`3:26 policies[1].algorithm: unknown algorithm "gcar"`}},
 		{"store url scheme", y("store:", "  url: http://user:secret@example.com"),
 			[]string{"2:8 store.url: want a memory://, redis://, rediss:// or unix:// URL (a Redis address is written redis://host:6379), got scheme http"}},
 		{"store url without scheme", y("store:", "  url: 127.0.0.1:6379"),
@@ -286,7 +292,10 @@ func TestErrorFormat(t *testing.T) {
 }
 
 func TestProblemLimit(t *testing.T) {
-	src := "policies:\n" + strings.Repeat("  - {name: a, algorithm: gcra, limit: 0, period: 1s}\n", maxProblems+5)
+	src := "policies:\n"
+	for i := range maxProblems + 5 {
+		src += fmt.Sprintf("  - {name: a%d, algorithm: gcra, limit: 0, period: 1s}\n", i)
+	}
 	_, err := Parse("t.yaml", []byte(src))
 	var e *Error
 	if !errors.As(err, &e) || len(e.Problems) != maxProblems+1 {

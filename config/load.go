@@ -31,6 +31,7 @@ type placed struct {
 	node    *yaml.Node
 	field   string
 	derived bool // named after its place in an Envoy descriptor tree
+	invalid bool // reported already; only its name is kept, to find duplicates
 }
 
 // Load reads and merges configuration files; a directory stands for the
@@ -263,8 +264,10 @@ func merge(files []*parsed, ps *problems) *Config {
 					name, how, prev)
 				continue
 			}
-			cfg.Policies[name] = pl.pol
 			policyAt[name] = location(pl.pol.File, pl.pol.Line)
+			if !pl.invalid {
+				cfg.Policies[name] = pl.pol
+			}
 		}
 	}
 	cfg.Proxy = mergeProxy(files, cfg.Policies, ps)

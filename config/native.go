@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -29,7 +28,13 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 		items, _ := p.list(n, "policies", "policies")
 		for i, item := range items {
 			if pol := p.policy(item, index("policies", i)); pol != nil {
-				out.policies = append(out.policies, placed{pol, item, index("policies", i) + ".name", false})
+				out.policies = append(out.policies, placed{pol: pol, node: item, field: index("policies", i) + ".name"})
+			} else if name := scalarField(item, "name"); name != "" {
+				// Invalid, but its name still counts: a second policy of that
+				// name is a problem of its own, reported with the first's.
+				pol := &Policy{File: p.file, Line: item.Line}
+				pol.Name = name
+				out.policies = append(out.policies, placed{pol: pol, node: item, field: index("policies", i) + ".name", invalid: true})
 			}
 		}
 	}
@@ -92,11 +97,9 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 		s.KeyPrefix = v
 	}
 	if n := f.get("lease"); n != nil {
-		if s.Lease = p.leaseSection(n, "store.lease"); s.Lease != nil {
-			if scheme, _, _ := strings.Cut(s.URL, "://"); scheme == "" || scheme == "memory" {
-				p.errorf(n, "store.lease", "leases share a Redis store between nodes; with the memory store every decision is local already: remove store.lease or set a redis:// url")
-			}
-		}
+		// Whether the store is Redis is known only with the URL in force,
+		// which --store may set: service.CheckStore says.
+		s.Lease = p.leaseSection(n, "store.lease")
 	}
 	if n := f.get("tls"); n != nil {
 		if t, ok := p.mapping(n, "store.tls", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"); ok {
@@ -233,4 +236,18 @@ func (f *fields) at(goToYAML map[string]string) yamlField {
 		}
 		return f.node, join(f.path, key)
 	}
+}
+
+// scalarField returns the value of n's key when n is a mapping holding it as
+// a plain scalar, else "".
+func scalarField(n *yaml.Node, key string) string {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return ""
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k, v := n.Content[i], n.Content[i+1]; k.Value == key && v.Kind == yaml.ScalarNode {
+			return v.Value
+		}
+	}
+	return ""
 }

@@ -3,8 +3,10 @@
 // stall when Redis stalls, and what it does instead is a product decision:
 //
 //	FailLocal   decide on an in-process memory store with the same policies,
-//	            each divided by the number of nodes, so the limit holds
-//	            approximately while Redis is away (the default)
+//	            each divided by the number of nodes given with WithNodes, so
+//	            the limit holds approximately while Redis is away (the
+//	            default; without WithNodes nothing is divided and N nodes
+//	            admit N times the limit)
 //	FailClosed  deny it, with an error that says why (for limits that protect
 //	            something more valuable than availability)
 //	FailOpen    admit the request, uncounted: unbounded while Redis is away
@@ -15,7 +17,9 @@
 //   - a per-call timeout that adapts to the latency of recent successful
 //     calls within [DefaultMinTimeout, DefaultMaxTimeout], and is stretched
 //     when its own timer fires late (this process, not the store, was
-//     stalled); WithTimeout fixes it instead;
+//     stalled); WithTimeout fixes it instead; a caller that waits before
+//     its call (package lease) marks the decision with MarkStart, and the
+//     maximum then bounds the wait and the calls together;
 //   - a circuit breaker that opens on a failure rate over the last calls
 //     (DefaultFailureRate of DefaultMinCalls, failures of the last
 //     DefaultWindow), counting the failures of calls in flight together as

@@ -106,7 +106,9 @@ func WithLocal(local sluice.Store) Option { return func(s *Store) { s.local = lo
 
 // WithNodes makes FailLocal divide every limit (and burst) by n, rounding
 // down but never below 1, so n nodes deciding locally at once admit about
-// what the shared limit does. n <= 1 leaves limits alone.
+// what the shared limit does. n <= 1 leaves limits alone. Set it to the
+// number of processes sharing the primary: without it (the default, 1) each
+// of them admits the whole limit locally, N of them N times it.
 func WithNodes(n int) Option { return func(s *Store) { s.nodes = int64(max(1, n)) } }
 
 // WithClock sets the clock the breaker's cool-down and the calls' latencies
@@ -129,7 +131,13 @@ func WithNodeStateChange(f func(node string, from, to BreakerState)) Option {
 }
 
 // New returns a Store deciding on primary, with the fail policy, timeout and
-// breaker configured by opts.
+// breaker configured by opts. The fail policy is FailLocal unless WithMode
+// says otherwise, and FailLocal divides nothing unless WithNodes says by how
+// many: give it the number of nodes sharing the primary,
+//
+//	failover.New(redis, failover.WithNodes(4))
+//
+// or every node falling back admits the whole limit.
 func New(primary sluice.Store, opts ...Option) *Store {
 	s := &Store{primary: primary, mode: FailLocal, nodes: 1, br: newBreaker()}
 	s.timeouts.min, s.timeouts.max = DefaultMinTimeout, DefaultMaxTimeout
@@ -226,7 +234,13 @@ func (s *Store) call(ctx context.Context, brs []*breaker, f func(context.Context
 	if !allowAll(brs, s.clock, tickets) {
 		return ErrBreakerOpen
 	}
-	cctx, cancel := s.timeouts.bound(ctx)
+	cctx, cancel, ok := s.timeouts.bound(ctx)
+	if !ok {
+		for i, b := range brs {
+			b.release(tickets[i]) // no call: nothing learnt about the store
+		}
+		return &timeoutError{err: errBudgetSpent}
+	}
 	start := s.clock.Now()
 	err := f(cctx)
 	latency := s.clock.Now().Sub(start)
@@ -278,6 +292,9 @@ type timeoutError struct {
 }
 
 func (e *timeoutError) Error() string {
+	if e.err == errBudgetSpent {
+		return ErrTimeout.Error() + ": " + errBudgetSpent.Error()
+	}
 	return ErrTimeout.Error() + " after " + e.after.Round(time.Microsecond).String()
 }
 
@@ -298,7 +315,10 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 	if !ok {
 		return errors.New("failover: the primary store cannot reset keys")
 	}
-	cctx, cancel := s.timeouts.bound(ctx)
+	cctx, cancel, ok := s.timeouts.bound(ctx)
+	if !ok {
+		return &timeoutError{err: errBudgetSpent}
+	}
 	defer cancel()
 	return r.Reset(cctx, p, key)
 }

@@ -312,10 +312,31 @@ func TestAbandonedProbe(t *testing.T) {
 	}
 }
 
+// TestModeZeroIsDefault: Mode's zero value is FailLocal, what New uses
+// without WithMode, so a Mode field left unset means the default and never
+// FailOpen (admitting everything uncounted).
+func TestModeZeroIsDefault(t *testing.T) {
+	var zero failover.Mode
+	if zero != failover.FailLocal || zero.String() != "local" {
+		t.Errorf("Mode's zero value is %v, want FailLocal", zero)
+	}
+	if got := failover.New(nil).Mode(); got != zero {
+		t.Errorf("New without WithMode: %v, want the zero value %v", got, zero)
+	}
+	if got := failover.New(nil, failover.WithMode(zero)).Mode(); got != failover.FailLocal {
+		t.Errorf("WithMode(zero value): %v, want FailLocal", got)
+	}
+}
+
 func TestParseMode(t *testing.T) {
 	for _, m := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.FailLocal} {
 		if got, err := failover.ParseMode(m.String()); err != nil || got != m {
 			t.Errorf("ParseMode(%q) = %v, %v", m, got, err)
+		}
+	}
+	for s, want := range map[string]failover.Mode{"local": failover.FailLocal, "CLOSED": failover.FailClosed, "Open": failover.FailOpen} {
+		if got, err := failover.ParseMode(s); err != nil || got != want {
+			t.Errorf("ParseMode(%q) = %v, %v; want %v", s, got, err, want)
 		}
 	}
 	if _, err := failover.ParseMode("sometimes"); err == nil {

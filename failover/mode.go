@@ -9,40 +9,44 @@ import (
 )
 
 // Mode is the fail policy: what a Store does with a decision its primary
-// store could not make.
+// store could not make. Its zero value is FailLocal, the default of New.
 type Mode int
 
 const (
-	// FailOpen admits the request without counting it: unbounded while the
-	// primary is away.
-	FailOpen Mode = iota
+	// FailLocal decides it on a local in-process store, with each limit
+	// divided by the number of nodes given by WithNodes (the default of New,
+	// and Mode's zero value). Without WithNodes every node admits the whole
+	// limit on its own: N nodes falling back at once admit N × the limit.
+	FailLocal Mode = iota
 	// FailClosed denies it: the call returns an *UnavailableError.
 	FailClosed
-	// FailLocal decides it on a local in-process store, with each limit
-	// divided by the number of nodes (the default of New).
-	FailLocal
+	// FailOpen admits the request without counting it: unbounded while the
+	// primary is away.
+	FailOpen
 )
 
+// String returns the name ParseMode parses: "local", "closed" or "open"
+// (also the fail policy's label in metrics and traces).
 func (m Mode) String() string {
 	switch m {
-	case FailOpen:
-		return "open"
-	case FailClosed:
-		return "closed"
 	case FailLocal:
 		return "local"
+	case FailClosed:
+		return "closed"
+	case FailOpen:
+		return "open"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// ParseMode parses "open", "closed" or "local".
+// ParseMode parses "local", "closed" or "open", in any case.
 func ParseMode(s string) (Mode, error) {
-	for _, m := range []Mode{FailOpen, FailClosed, FailLocal} {
+	for _, m := range []Mode{FailLocal, FailClosed, FailOpen} {
 		if strings.EqualFold(s, m.String()) {
 			return m, nil
 		}
 	}
-	return 0, fmt.Errorf("failover: unknown fail policy %q (want open, closed or local)", s)
+	return FailLocal, fmt.Errorf("failover: unknown fail policy %q (want local, closed or open)", s)
 }
 
 // ErrUnavailable is wrapped by the error of every call a FailClosed Store

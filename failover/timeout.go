@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,19 +87,34 @@ func (t *timeouts) observe(d time.Duration) {
 // the lateness (up to the max), so that the time this process spent not
 // running is not charged to the store. The call's error is ErrTimeout when
 // the timeout ended it (see timedOut).
-func (t *timeouts) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+//
+// A decision marked by MarkStart has waited already: its call gets at most
+// what is left of the max (or of the fixed timeout) since the mark, and ok
+// is false when nothing is left — the call must not be made.
+func (t *timeouts) bound(ctx context.Context) (cctx context.Context, cancel context.CancelFunc, ok bool) {
 	d := t.timeout()
 	if d <= 0 {
-		return ctx, func() {}
+		return ctx, func() {}, true
+	}
+	limit := t.max
+	if t.fixed > 0 {
+		limit = t.fixed
+	}
+	if start, marked := ctx.Value(startKey{}).(time.Time); marked {
+		if limit -= time.Since(start); limit <= 0 {
+			return nil, nil, false
+		}
+		d = min(d, limit)
 	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
-		return ctx, func() {}
+		return ctx, func() {}, true
 	}
 	if t.fixed > 0 {
-		return context.WithTimeoutCause(ctx, d, ErrTimeout)
+		cctx, cancel := context.WithTimeoutCause(ctx, d, ErrTimeout)
+		return cctx, cancel, true
 	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	w := &watchdog{cancel: cancel, start: time.Now(), limit: t.max}
+	cctx, cancelCause := context.WithCancelCause(ctx)
+	w := &watchdog{cancel: cancelCause, start: time.Now(), limit: limit}
 	w.due = w.start.Add(d)
 	w.mu.Lock()
 	w.timer = time.AfterFunc(d, w.fire)
@@ -108,9 +124,29 @@ func (t *timeouts) bound(ctx context.Context) (context.Context, context.CancelFu
 		w.done = true
 		w.timer.Stop()
 		w.mu.Unlock()
-		cancel(context.Canceled)
-	}
+		cancelCause(context.Canceled)
+	}, true
 }
+
+// startKey is the context key of MarkStart.
+type startKey struct{}
+
+// MarkStart returns ctx marked with when the decision it carries began, for
+// a caller that may wait before it calls the Store — package lease waits for
+// its key's reservation in flight, and gives units back before reserving. A
+// marked decision's calls share one budget: the maximum timeout
+// (WithAdaptiveTimeout) or the fixed one (WithTimeout) counted from start,
+// so the whole decision, waits included, ends within it. A call with nothing
+// left of the budget is not made: the fail policy decides at once, and the
+// breaker, which learnt of the stall from the call that caused the wait, is
+// not told again.
+func MarkStart(ctx context.Context, start time.Time) context.Context {
+	return context.WithValue(ctx, startKey{}, start)
+}
+
+// errBudgetSpent is the cause of a marked decision's call not made because
+// its budget was spent waiting (see MarkStart).
+var errBudgetSpent = errors.New("the decision's time was spent before this call")
 
 // timedOut reports whether the call on cctx was ended by its timeout.
 func timedOut(cctx context.Context) bool {

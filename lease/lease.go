@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 )
 
 // Store is a sluice.Store deciding locally from leased quota. It is safe for
@@ -100,6 +101,11 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 		return res, nil
 	}
 	sh.mu.Unlock()
+	// From here the decision waits for the store: its releases, its key's
+	// reservation in flight and its own share one time budget
+	// (failover.MarkStart), so that behind a stalled store a fail-over
+	// Store's maximum timeout bounds the whole decision, not each call.
+	ctx = failover.MarkStart(ctx, time.Now())
 	s.giveBack(ctx, back)
 	s.waited.Add(1)
 	return s.reserve(ctx, sh, id, req)

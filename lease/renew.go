@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 )
 
 // pending is a reservation made ahead by a renewal, waiting for the current
@@ -112,7 +113,9 @@ func (l *lease) withKey(g giveBack) giveBack {
 // nothing; the next request that finds the lease spent asks the store itself.
 func (s *Store) renew(ctx context.Context, l *lease) {
 	defer s.background.Add(-1)
-	ctx = context.WithoutCancel(ctx)
+	// The decisions that wait for l.mu wait for this renewal: its calls
+	// share one budget, as a decision's do (see reserve).
+	ctx = failover.MarkStart(context.WithoutCancel(ctx), time.Now())
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	sh := l.sh

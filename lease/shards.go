@@ -98,9 +98,18 @@ func (s *Store) sweepDue(ctx context.Context, now int64) {
 	for i := range s.shards {
 		back = s.shards[i].sweep(now, all, back)
 	}
-	for _, g := range back {
-		s.giveBack(ctx, g)
+	if len(back) == 0 {
+		return
 	}
+	// In the background: the decision that happened to start the sweep does
+	// not wait for the releases (against a stalled store, one timeout each).
+	s.background.Add(1)
+	go func() {
+		defer s.background.Add(-1)
+		for _, g := range back {
+			s.giveBack(context.WithoutCancel(ctx), g)
+		}
+	}()
 }
 
 // sweep retires sh's idle leases among those that expired holding units, or

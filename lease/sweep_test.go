@@ -12,7 +12,7 @@ import (
 )
 
 // TestSweep: once a key goes idle, the sweep (run by other keys' decisions)
-// gives back its expired lease's units at once, and forgets the spent
+// gives back its expired lease's units at once (in the background), and forgets the spent
 // leases of idle keys soon after; the store then has every unused unit back.
 func TestSweep(t *testing.T) {
 	ctx := context.Background()
@@ -41,6 +41,13 @@ func TestSweep(t *testing.T) {
 	decide("other") // sweeps
 	if got := s.Stats().Held; got != 0 {
 		t.Errorf("%d units still held one sweep after the leases expired", got)
+	}
+	// The sweep gives back in the background: the decision that ran it does
+	// not wait for the store.
+	for deadline := time.Now().Add(30 * time.Second); s.Stats().Background > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d background calls still running 30 s after the sweep", s.Stats().Background)
+		}
 	}
 	peek, err := remote.Decide(ctx, sluice.Request{Policy: &p, Key: "hot"})
 	if err != nil || peek.Remaining != p.Limit-3 {

@@ -75,6 +75,9 @@ type Options struct {
 }
 
 // Summary is the outcome of a run. Allowed + Denied + Errors == Requests.
+// A failed call is no decision: it counts in Errors and ErrorRate only, never
+// in Throughput or the latencies, so a target that is down reports no
+// throughput rather than the rate at which it refused connections.
 type Summary struct {
 	// Requests is the number of calls that completed and were counted. Calls
 	// cut short because ctx ended are not counted: they measured nothing.
@@ -86,13 +89,18 @@ type Summary struct {
 	FirstError string
 	// Elapsed runs from the start of the run to the end of its last call.
 	Elapsed time.Duration
-	// Throughput is Requests per second of Elapsed.
+	// Throughput is the decisions (Allowed + Denied) per second of Elapsed.
 	Throughput float64
-	// Latency percentiles and extremes of every counted call, errors included
-	// (an error that takes 5s is load the target had to bear).
+	// ErrorRate is the failed calls (Errors) per second of Elapsed.
+	ErrorRate float64
+	// Latency percentiles and extremes of the calls that got a decision; all
+	// zero when none did.
 	P50, P90, P99, P999 time.Duration
 	Min, Max, Mean      time.Duration
 }
+
+// Decisions is the number of calls that got a decision: Allowed + Denied.
+func (s Summary) Decisions() int64 { return s.Allowed + s.Denied }
 
 // counters are one worker's counts. They are atomics only so the progress
 // reporter can read them while the worker runs; each has a single writer, so
@@ -158,6 +166,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 						msg := err.Error()
 						firstErr.CompareAndSwap(nil, &msg)
 					}
+					continue // no decision: its latency is not the limiter's
 				case allowed:
 					c.allowed.Add(1)
 				default:
@@ -198,11 +207,10 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 				stop.Store(true)
 			case now := <-tick:
 				a, d, e := sum(counts)
-				n := a + d + e
-				rate := float64(n-last) / now.Sub(lastAt).Seconds()
-				last, lastAt = n, now
-				fmt.Fprintf(opts.Progress, "%6.1fs  %d requests  %.0f req/s  allowed %d  denied %d  errors %d\n",
-					now.Sub(start).Seconds(), n, rate, a, d, e)
+				rate := float64(a+d-last) / now.Sub(lastAt).Seconds()
+				last, lastAt = a+d, now
+				fmt.Fprintf(opts.Progress, "%6.1fs  %d requests  %.0f decisions/s  allowed %d  denied %d  errors %d\n",
+					now.Sub(start).Seconds(), a+d+e, rate, a, d, e)
 			}
 		}
 	})
@@ -222,7 +230,8 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		s.FirstError = *p
 	}
 	if elapsed > 0 {
-		s.Throughput = float64(s.Requests) / elapsed.Seconds()
+		s.Throughput = float64(s.Decisions()) / elapsed.Seconds()
+		s.ErrorRate = float64(s.Errors) / elapsed.Seconds()
 	}
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 	if merged.TotalCount() > 0 {

@@ -37,8 +37,36 @@ func checkSummary(t *testing.T, s Summary) {
 	if !(s.Min <= s.P50 && s.P50 <= s.P90 && s.P90 <= s.P99 && s.P99 <= s.P999 && s.P999 <= s.Max) {
 		t.Errorf("percentiles out of order: min %v p50 %v p90 %v p99 %v p999 %v max %v", s.Min, s.P50, s.P90, s.P99, s.P999, s.Max)
 	}
-	if s.Requests > 0 && (s.P50 <= 0 || s.Throughput <= 0) {
+	if s.Decisions() > 0 && (s.P50 <= 0 || s.Throughput <= 0) {
 		t.Errorf("p50 %v, throughput %v: want positive", s.P50, s.Throughput)
+	}
+	if s.Errors > 0 && s.ErrorRate <= 0 {
+		t.Errorf("%d errors at %v/s: want a positive rate", s.Errors, s.ErrorRate)
+	}
+}
+
+// downTarget fails every call, as a target that is not running does.
+type downTarget struct{}
+
+func (downTarget) Call(context.Context, string) (bool, error) {
+	return false, errors.New("connection refused")
+}
+
+func (downTarget) Close() {}
+
+// TestRunDownTarget: a target that fails every call has no throughput and no
+// latencies — the failures are counted as errors, at their own rate.
+func TestRunDownTarget(t *testing.T) {
+	s, err := Run(t.Context(), Options{Target: downTarget{}, Concurrency: 4, Requests: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSummary(t, s)
+	if s.Requests != 1000 || s.Errors != 1000 || s.Decisions() != 0 || s.FirstError != "connection refused" {
+		t.Fatalf("summary %+v; want 1000 errors and no decision", s)
+	}
+	if s.Throughput != 0 || s.P50 != 0 || s.Max != 0 {
+		t.Errorf("throughput %v, p50 %v, max %v with no decision: want 0", s.Throughput, s.P50, s.Max)
 	}
 }
 
@@ -81,7 +109,7 @@ func TestRunDuration(t *testing.T) {
 	if s.Requests == 0 || s.Errors != 0 {
 		t.Errorf("got %+v", s)
 	}
-	if !strings.Contains(progress.String(), "req/s") {
+	if !strings.Contains(progress.String(), "decisions/s") {
 		t.Errorf("no progress lines: %q", progress.String())
 	}
 	waitGoroutines(t, before)

@@ -16,9 +16,10 @@
 //	...
 //	http.ListenAndServe(":8080", h)
 //
-// Paths are matched after cleaning (dot segments and repeated slashes
-// removed), so /public/../admin/ is limited as /admin/; the request is
-// forwarded as sent. The upstream sees the upstream's Host, the original host
+// Paths are matched as the most lenient common upstream reads them
+// (percent-decoded, ";parameters" dropped, dot segments and repeated slashes
+// resolved, any case), so /public/../admin/, /ADMIN/ and /admin;x/ are
+// limited as /admin/; the request is forwarded as sent. The upstream sees the upstream's Host, the original host
 // in X-Forwarded-Host, and X-Forwarded-For / X-Forwarded-Proto as
 // httputil.ProxyRequest.SetXForwarded writes them.
 //

@@ -109,6 +109,9 @@ func checkUpstream(u *url.URL) error {
 func newRoute(cfg *config.Config, rc *config.Route, store sluice.Store,
 	limiters map[string]*sluice.Limiter, next http.Handler, o options) (route, error) {
 	rt := route{prefix: rc.PathPrefix, methods: rc.Methods, headers: rc.Headers, h: next}
+	if rt.prefix != "" {
+		rt.prefix = matchPath(rt.prefix)
+	}
 	if len(rc.Limits) == 0 {
 		return rt, nil // unlimited by design: see config.Route.Limits
 	}

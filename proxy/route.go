@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/http"
-	"path"
 	"slices"
 	"strings"
 )
@@ -24,7 +23,7 @@ type route struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p := cleanPath(r.URL.Path)
+	p := matchPath(r.URL.Path)
 	for i := range h.routes {
 		if h.routes[i].matches(r, p) {
 			h.routes[i].h.ServeHTTP(w, r)
@@ -34,8 +33,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r) // no route: unlimited, as documented
 }
 
-func (rt *route) matches(r *http.Request, cleaned string) bool {
-	if !strings.HasPrefix(cleaned, rt.prefix) {
+// matches reports whether r, whose path read as matchPath reads it is p,
+// takes rt; rt.prefix was read the same way.
+func (rt *route) matches(r *http.Request, p string) bool {
+	if !strings.HasPrefix(p, rt.prefix) {
 		return false
 	}
 	if len(rt.methods) > 0 && !slices.Contains(rt.methods, r.Method) {
@@ -47,19 +48,4 @@ func (rt *route) matches(r *http.Request, cleaned string) bool {
 		}
 	}
 	return true
-}
-
-// cleanPath is the path routes are matched on: without dot segments or
-// repeated slashes, so that /public/../admin/ cannot dodge /admin/'s limits
-// while an upstream that cleans paths serves /admin/. A trailing slash is
-// kept, since prefixes such as /api/ rely on it.
-func cleanPath(p string) string {
-	if p == "" || p[0] != '/' {
-		p = "/" + p
-	}
-	c := path.Clean(p)
-	if strings.HasSuffix(p, "/") && c != "/" {
-		c += "/"
-	}
-	return c
 }

@@ -151,24 +151,8 @@ func BenchmarkLatency(b *testing.B) {
 		b.Run(side.name, func(b *testing.B) {
 			decide := side.start(b)
 			warm(b, decide, benchKeyNames)
-			ctx := context.Background()
-			durs := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				t0 := time.Now()
-				if _, err := decide(ctx, benchKeyNames[i%benchKeys]); err != nil {
-					b.Fatal(err)
-				}
-				durs = append(durs, time.Since(t0))
-			}
-			b.StopTimer()
-			slices.Sort(durs)
-			q := func(p float64) float64 {
-				return float64(durs[int(p*float64(len(durs)-1))]) / float64(time.Microsecond)
-			}
-			b.ReportMetric(q(0.50), "p50-µs")
-			b.ReportMetric(q(0.99), "p99-µs")
+			latencyLoop(b, decide)
 		})
 	}
 }

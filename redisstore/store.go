@@ -50,6 +50,12 @@ var (
 // database, and must be one server (a shard URL holding parameters of its own
 // is query-escaped).
 //
+// Open connects before it returns and fails when it cannot (Redis down, a
+// wrong address or password), so a mistake shows at once. A program that
+// must start while Redis is still down passes WithLazyConnect: Open then
+// returns at once, connects in the background, and calls fail with
+// ErrNotConnected until it has.
+//
 // rueidis pipelines concurrent requests on shared connections by itself.
 // Client-side caching is turned off: the store never reads through it, and
 // it would require RESP3 and CLIENT TRACKING from the server.
@@ -103,6 +109,15 @@ func openRunner(url string, cf config) (Runner, func(), error) {
 		return nil, nil, err
 	}
 	o.DisableCache = true
+	// Every connection gets its reader at once, which notices when Redis
+	// closes it (a restart, a failover) and has it redialled. rueidis' default
+	// writes and reads a connection used by one call at a time on the caller's
+	// goroutine, and learns it is dead only from the next call, which then
+	// fails with EOF although Redis is back: after a restart, each idle
+	// connection failed a decision that way. Such a call also waits for its
+	// deadline (WithTimeout), not its cancellation: behind a frozen Redis, a
+	// fail-over Store's timeout did not end it.
+	o.AlwaysPipelining = true
 	if cf.tls != nil {
 		o.TLSConfig = cf.tls
 	}
@@ -121,7 +136,12 @@ func openRunner(url string, cf config) (Runner, func(), error) {
 }
 
 // New returns a Store on a rueidis client the caller owns and closes (Close
-// leaves it open).
+// leaves it open). Give the client ClientOption.AlwaysPipelining, as Open
+// does: without it a connection idle when Redis restarts is found dead only
+// by the next call on it, which fails with EOF although Redis is back, and a
+// lone call to a frozen Redis ignores its context's cancellation (a
+// fail-over Store's adaptive timeout) until its deadline, this store's
+// WithTimeout.
 func New(client rueidis.Client, opts ...Option) *Store {
 	return NewWithRunner(NewRunner(client), opts...)
 }

@@ -46,6 +46,9 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	if rc == nil {
 		return memory.New(memoryOptions(cfg)...), func() {}, nil
 	}
+	for _, w := range StoreWarnings(cfg) {
+		log.Warn("store", "warning", w)
+	}
 	rs, err := redisstore.Open(cfg.URL, rc.opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store %s: %w", RedactURL(cfg.URL), redact(err, cfg.URL))
@@ -91,6 +94,29 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 	}
 	ls := lease.New(fs, opts...)
 	return ls, func() { stopModeLog(); ls.Close(context.Background()); rs.Close() }, nil
+}
+
+// StoreWarnings lists what is valid in st, the store section in force, but
+// admits more than the limits say: the local fail policy (the default) on
+// Redis without store.nodes, under which every node falling back admits the
+// whole limit, so N nodes admit N times it while Redis is down. serve logs
+// the warnings and validate prints them.
+func StoreWarnings(st config.Store) []string {
+	scheme, _, _ := strings.Cut(st.URL, "://")
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss", "unix":
+	default:
+		return nil
+	}
+	if st.Nodes > 0 {
+		return nil
+	}
+	if mode, err := failover.ParseMode(st.OnError); st.OnError != "" && (err != nil || mode != failover.FailLocal) {
+		return nil
+	}
+	return []string{"store.nodes is not set: while Redis is down, on_error: local (the default) lets every node admit " +
+		"the whole limit on its own; set store.nodes to the number of Sluice nodes sharing this Redis (1 for one node), " +
+		"or choose on_error: closed or open"}
 }
 
 // CheckStore reports, without connecting, everything OpenStore would refuse
@@ -143,7 +169,10 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 	scheme, _, _ := strings.Cut(cfg.URL, "://")
 	switch strings.ToLower(scheme) {
 	case "", "memory":
-		return nil, nil
+		if cfg.Lease != nil {
+			bad("store.lease", "leases share a Redis store between nodes; with the memory store every decision is local already: remove store.lease or set a redis:// url")
+		}
+		return nil, problems
 	case "redis", "rediss", "unix":
 	default:
 		bad("store.url", "unknown scheme %q (want memory, redis, rediss or unix)", scheme)

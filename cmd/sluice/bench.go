@@ -11,9 +11,10 @@ import (
 	"github.com/sluicehq/sluice/loadgen"
 )
 
-const benchDescription = `Bench generates load against a rate limiter and reports throughput, latency
-percentiles (p50, p90, p99, p99.9) and how many calls were allowed, denied or
-failed. Each of --concurrency workers keeps one call in flight until --duration
+const benchDescription = `Bench generates load against a rate limiter and reports throughput (decisions
+per second), latency percentiles (p50, p90, p99, p99.9) of the decisions, and
+how many calls were allowed, denied or failed. A failed call (no answer, an
+error) is no decision: it counts under errors only. Each of --concurrency workers keeps one call in flight until --duration
 passes or --requests calls were made. Keys are "k0".."k{N-1}" (--keys N),
 chosen at random; a --hot share of the calls go to the key "hot" instead.
 
@@ -109,7 +110,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *asJSON {
 		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 		out := benchJSON{Target: *target, Concurrency: *concurrency, DurationS: s.Elapsed.Seconds(), Requests: s.Requests,
-			ThroughputRPS: s.Throughput, P50MS: ms(s.P50), P90MS: ms(s.P90), P99MS: ms(s.P99), P999MS: ms(s.P999),
+			ThroughputRPS: s.Throughput, ErrorRPS: s.ErrorRate, P50MS: ms(s.P50), P90MS: ms(s.P90), P99MS: ms(s.P99), P999MS: ms(s.P999),
 			Allowed: s.Allowed, Denied: s.Denied, Errors: s.Errors, FirstError: s.FirstError}
 		enc := json.NewEncoder(stdout)
 		if err := enc.Encode(out); err != nil {
@@ -119,14 +120,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	} else {
 		printBenchSummary(stdout, *target, opts, s)
 	}
-	if s.Errors > 0 && s.Allowed+s.Denied == 0 {
+	if s.Errors > 0 && s.Decisions() == 0 {
+		fmt.Fprintf(stderr, "bench: no call got a decision: all %d failed, the first with: %s\n", s.Errors, s.FirstError)
 		return 1
 	}
 	return 0
 }
 
 // benchJSON is --json's output. The first eight fields are the stable
-// interface scripts rely on; the rest describe the run.
+// interface scripts rely on; the rest describe the run. throughput_rps counts
+// decisions (allowed and denied), error_rps the failed calls.
 type benchJSON struct {
 	ThroughputRPS float64 `json:"throughput_rps"`
 	P50MS         float64 `json:"p50_ms"`
@@ -140,6 +143,7 @@ type benchJSON struct {
 	Concurrency   int     `json:"concurrency"`
 	DurationS     float64 `json:"duration_s"`
 	Requests      int64   `json:"requests"`
+	ErrorRPS      float64 `json:"error_rps"`
 	FirstError    string  `json:"first_error,omitempty"`
 }
 
@@ -152,11 +156,16 @@ func printBenchSummary(w io.Writer, target string, o loadgen.Options, s loadgen.
 	}
 	fmt.Fprintf(w, "target       %s, concurrency %d, keys %d, hot %g\n", target, o.Concurrency, o.Keys, o.Hot)
 	fmt.Fprintf(w, "requests     %d in %.2fs\n", s.Requests, s.Elapsed.Seconds())
-	fmt.Fprintf(w, "throughput   %.0f req/s\n", s.Throughput)
-	fmt.Fprintf(w, "latency      p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n", s.P50, s.P90, s.P99, s.P999, s.Max)
+	if s.Decisions() == 0 {
+		fmt.Fprintf(w, "throughput   none: no call got a decision\n")
+		fmt.Fprintf(w, "latency      none\n")
+	} else {
+		fmt.Fprintf(w, "throughput   %.0f decisions/s\n", s.Throughput)
+		fmt.Fprintf(w, "latency      p50 %v  p90 %v  p99 %v  p99.9 %v  max %v (of the decisions)\n", s.P50, s.P90, s.P99, s.P999, s.Max)
+	}
 	fmt.Fprintf(w, "allowed      %d (%.1f%%)\n", s.Allowed, pct(s.Allowed))
 	fmt.Fprintf(w, "denied       %d (%.1f%%)\n", s.Denied, pct(s.Denied))
-	fmt.Fprintf(w, "errors       %d (%.1f%%)\n", s.Errors, pct(s.Errors))
+	fmt.Fprintf(w, "errors       %d (%.1f%%), %.0f/s\n", s.Errors, pct(s.Errors), s.ErrorRate)
 	if s.FirstError != "" {
 		fmt.Fprintf(w, "first error  %s\n", s.FirstError)
 	}

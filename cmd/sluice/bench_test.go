@@ -130,10 +130,41 @@ func TestBenchMemoryHumanOutput(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout.String())
 		}
 	}
-	if !strings.Contains(stderr.String(), "req/s") {
+	if !strings.Contains(stderr.String(), "decisions/s") {
 		t.Errorf("no progress line on stderr: %q", stderr.String())
 	}
 	t.Logf("\n%s", stdout.String())
+}
+
+// TestBenchDeadTarget: against a target nothing listens on, bench reports
+// no throughput and every call as an error, says so on stderr and exits 1,
+// in both output formats.
+func TestBenchDeadTarget(t *testing.T) {
+	args := []string{"--target", "http://127.0.0.1:1", "--policy", "p", "--requests", "200", "--concurrency", "4", "--quiet"}
+	var stdout, stderr bytes.Buffer
+	if code := runBench(t.Context(), args, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"throughput   none: no call got a decision", "errors       200 (100.0%)", "connection refused"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if strings.Contains(stdout.String(), "req/s") || !strings.Contains(stderr.String(), "no call got a decision: all 200 failed") {
+		t.Errorf("stdout %q, stderr %q", stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := runBench(t.Context(), append(args, "--json"), &stdout, &stderr); code != 1 {
+		t.Fatalf("--json: exit %d, want 1", code)
+	}
+	var out benchJSON
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("--json printed %q: %v", stdout.String(), err)
+	}
+	if out.ThroughputRPS != 0 || out.Errors != 200 || out.ErrorRPS <= 0 || out.P50MS != 0 {
+		t.Errorf("--json: %+v; want no throughput, 200 errors at a positive rate", out)
+	}
 }
 
 func TestBenchUsageErrors(t *testing.T) {

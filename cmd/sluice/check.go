@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,7 +22,7 @@ const (
 
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "sluice check [--server URL] --policy NAME --key KEY [--cost N] [--plan PLAN]",
-		"Check asks a running service (its HTTP API) whether a request is allowed, and\nprints the decision. Exit status: 0 allowed, 1 denied, 2 error.\nA cost of 0 only looks: it reports the state and consumes nothing.", stderr)
+		"Check asks a running service (its HTTP API) whether a request is allowed, and\nprints the decision. Exit status: 0 allowed, 1 denied, 2 error.\nA cost of 0 only looks (a peek): it prints what is left, consumes nothing and\nexits 0; \"a request of cost 1 would be denied\" means the key is used up.", stderr)
 	server := fs.String("server", "http://127.0.0.1:8080", "the service's HTTP `URL`; host:port means http://host:port")
 	policy := fs.String("policy", "", "the policy `name` (GET /v1/policies lists them)")
 	key := fs.String("key", "", "the `key` to limit, e.g. a user or API key")
@@ -54,7 +55,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fmt.Fprintln(stderr, "check:", err)
+		fmt.Fprint(stderr, unreachable(*server, err))
 		return exitError
 	}
 	defer resp.Body.Close()
@@ -90,6 +91,18 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	c := out.Checks[0]
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	if *cost == 0 {
+		// A peek is always "allowed" and consumes nothing: what it reports
+		// is the state, so say that rather than "allowed".
+		fmt.Fprintf(stdout, "peek: policy %s, key %q: %d of %d left", c.Policy, c.Key, c.Remaining, c.Limit)
+		if c.Remaining == 0 {
+			fmt.Fprint(stdout, ", a request of cost 1 would be denied now")
+		} else {
+			fmt.Fprintf(stdout, ", a request of cost up to %d would be allowed now", c.Remaining)
+		}
+		fmt.Fprintf(stdout, "; full again in %v\n", ms(c.ResetAfterMS))
+		return exitAllowed
+	}
 	if out.Allowed {
 		fmt.Fprintf(stdout, "allowed: policy %s, key %q: %d of %d left, full again in %v", c.Policy, c.Key, c.Remaining, c.Limit, ms(c.ResetAfterMS))
 		if c.DelayMS > 0 {
@@ -103,6 +116,18 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintf(stdout, "denied: policy %s, key %q: %d of %d left; retry in %v\n", c.Policy, c.Key, c.Remaining, c.Limit, ms(c.RetryAfterMS))
 	return exitDenied
+}
+
+// unreachable explains a check that got no HTTP answer from server: what was
+// tried and how to point check at a running service.
+func unreachable(server string, err error) string {
+	what := err.Error()
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		what = ue.Err.Error()
+	}
+	return fmt.Sprintf("check: no answer from the service at %s (POST /v1/check): %s\n"+
+		"  Is `sluice serve` running? It listens on --http-addr (default :8080); give that address with\n"+
+		"  --server host:port (default http://127.0.0.1:8080).\n", server, what)
 }
 
 // serverURL is the service's base URL from --server: http:// is added to a

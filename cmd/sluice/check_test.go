@@ -23,15 +23,7 @@ func TestCheckPlan(t *testing.T) {
         free: {limit: 2}
         pro: {limit: 50}
 `)
-	log, _ := newLogger(&syncBuffer{}, "text", "info")
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := startServer(ctx, serveOptions{configs: stringList{path}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second}, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.wait() })
-	server := "http://" + srv.httpAddr.String()
+	server := startCheckServer(t, path)
 	for _, c := range []struct {
 		args []string
 		code int
@@ -48,4 +40,60 @@ func TestCheckPlan(t *testing.T) {
 			t.Errorf("%v: exit %d %q %q; want %d and %q", c.args, code, out, errOut, c.code, c.out)
 		}
 	}
+}
+
+// TestCheckPeek: --cost 0 prints the state as a peek — never "allowed" — and
+// says whether a request of cost 1 would be denied; it consumes nothing and
+// exits 0.
+func TestCheckPeek(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, path, "policies:\n  - {name: once, algorithm: fixed_window, limit: 1, period: 8760h}\n")
+	server := startCheckServer(t, path)
+	check := func(cost string) (int, string) {
+		code, out, errOut := runCmd("check", "--server", server, "--policy", "once", "--key", "k", "--cost", cost)
+		return code, out + errOut
+	}
+	for _, c := range []struct {
+		cost, want string
+		code       int
+	}{
+		{"0", `peek: policy once, key "k": 1 of 1 left, a request of cost up to 1 would be allowed now; full again in `, 0},
+		{"1", `allowed: policy once, key "k": 0 of 1 left`, 0},
+		{"0", `peek: policy once, key "k": 0 of 1 left, a request of cost 1 would be denied now; full again in `, 0},
+		{"1", `denied: policy once, key "k": 0 of 1 left; retry in `, 1},
+	} {
+		code, out := check(c.cost)
+		if code != c.code || !strings.HasPrefix(out, c.want) {
+			t.Errorf("--cost %s: exit %d %q; want %d and %q", c.cost, code, out, c.code, c.want)
+		}
+	}
+}
+
+// TestCheckNoServer: with nothing listening, check says where it tried and
+// how to point it at a running service.
+func TestCheckNoServer(t *testing.T) {
+	code, out, errOut := runCmd("check", "--server", "127.0.0.1:1", "--policy", "p", "--key", "k")
+	if code != exitError || out != "" {
+		t.Fatalf("exit %d, stdout %q; want %d and nothing", code, out, exitError)
+	}
+	for _, want := range []string{"no answer from the service at http://127.0.0.1:1", "connection refused", "sluice serve", "--server host:port"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
+// startCheckServer runs serve on the configuration at path, HTTP only, until
+// the test ends, and returns its URL.
+func startCheckServer(t *testing.T, path string) string {
+	t.Helper()
+	log, _ := newLogger(&syncBuffer{}, "text", "info")
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := startServer(ctx, serveOptions{configs: stringList{path}, httpAddr: "127.0.0.1:0", shutdown: 5 * time.Second}, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); srv.wait() })
+	return "http://" + srv.httpAddr.String()
 }

@@ -117,7 +117,7 @@ func TestCheckServerWithoutScheme(t *testing.T) {
 	_, port, _ := net.SplitHostPort(srv.httpAddr.String())
 	for _, server := range []string{"localhost:" + port, "127.0.0.1:" + port + "/", "http://127.0.0.1:" + port} {
 		code, out, errOut := runCmd("check", "--server", server, "--policy", "api_per_key", "--key", "k", "--cost", "0")
-		if code != 0 || !strings.HasPrefix(out, "allowed: ") {
+		if code != 0 || !strings.HasPrefix(out, "peek: ") {
 			t.Errorf("--server %s: exit %d %q %q", server, code, out, errOut)
 		}
 	}

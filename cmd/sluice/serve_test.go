@@ -253,6 +253,15 @@ func TestValidateCommand(t *testing.T) {
 		!strings.Contains(errOut, "warning: "+costly+":2: policy log: sliding_log keeps one entry per admitted unit: limit 5000 can hold up to 130 kB per key in Redis") {
 		t.Errorf("costly policy: exit %d %q %q", code, out, errOut)
 	}
+	// The local fail policy on Redis without store.nodes: valid, warned.
+	local := filepath.Join(dir, "local.yaml")
+	writeFile(t, local, "store:\n  url: redis://127.0.0.1:1\npolicies:\n  - {name: p, algorithm: gcra, limit: 5, period: 1m}\n")
+	if code, _, errOut := runCmd("validate", "--config", local); code != 0 || !strings.Contains(errOut, "warning: store.nodes is not set") {
+		t.Errorf("local fail policy without nodes: exit %d %q", code, errOut)
+	}
+	if code, _, errOut := runCmd("validate", "--store", "redis://127.0.0.1:1", "--config", good); code != 0 || !strings.Contains(errOut, "warning: store.nodes is not set") {
+		t.Errorf("--store redis:// without nodes: exit %d %q", code, errOut)
+	}
 	for _, example := range []string{"sluice.yaml", "envoy-ratelimit.yaml", "envoy-extended.yaml"} {
 		path := filepath.Join("..", "..", "examples", example)
 		if code, out, errOut := runCmd("validate", "--config", path); code != 0 {

@@ -48,7 +48,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	for _, w := range cfg.Warnings() {
+	for _, w := range append(cfg.Warnings(), service.StoreWarnings(storeSection(cfg, *storeURL))...) {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	fmt.Fprintf(stdout, "ok: %d policies, %d domains in %d files\n", len(cfg.Policies), len(cfg.Domains), len(cfg.Files))

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestValidateRefusesWhatServeRefuses: for each configuration serve cannot
@@ -74,4 +76,31 @@ func TestValidateRefusesWhatServeRefuses(t *testing.T) {
 	if code, out, errOut := runCmd("validate", good); code != 0 {
 		t.Fatalf("valid store section: exit %d %q %q", code, out, errOut)
 	}
+}
+
+// TestStoreLeaseURLFromFlag: store.lease in a file whose store URL comes only
+// from --store is what --store makes it: leases on Redis, valid for validate
+// and serve; without --store the store is memory and the lease is refused at
+// its line.
+func TestStoreLeaseURLFromFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeFile(t, path, "store:\n  on_error: closed\n  lease: {ttl: 50ms}\npolicies:\n  - {name: p, algorithm: gcra, limit: 5, period: 1m}\n")
+	code, _, errOut := runCmd("validate", path)
+	if code != 1 || !strings.Contains(errOut, path+":3:") || !strings.Contains(errOut, "store.lease: leases share a Redis store") {
+		t.Errorf("memory store with a lease: exit %d %q; want the lease refused at line 3", code, errOut)
+	}
+	redisURL := "redis://127.0.0.1:1" // nothing listens: serve connects lazily
+	if code, out, errOut := runCmd("validate", "--store", redisURL, path); code != 0 {
+		t.Errorf("validate --store %s: exit %d %q %q", redisURL, code, out, errOut)
+	}
+	log, _ := newLogger(&syncBuffer{}, "text", "warn")
+	ctx, cancel := context.WithCancel(t.Context())
+	srv, err := startServer(ctx, serveOptions{configs: stringList{path}, storeURL: redisURL,
+		httpAddr: "127.0.0.1:0", grpcAddr: "", shutdown: 5 * time.Second}, log)
+	if err != nil {
+		cancel()
+		t.Fatalf("serve --store %s with store.lease in the file: %v", redisURL, err)
+	}
+	cancel()
+	srv.wait()
 }
