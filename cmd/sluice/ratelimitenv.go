@@ -70,6 +70,15 @@ func readRatelimitEnv(lookup func(string) (string, bool)) *ratelimitEnv {
 	e := &ratelimitEnv{lookup: lookup, defaults: map[string]string{}, from: map[string]string{}, problems: map[string]string{}}
 	e.listen("http-addr", "HOST", "PORT", "8080")
 	e.listen("grpc-addr", "GRPC_HOST", "GRPC_PORT", "8081")
+	if vars, ok := e.from["http-addr"]; ok {
+		// ratelimit has no health port: its manifests probe /healthcheck on
+		// PORT, which the HTTP port's health reserve keeps answering under a
+		// flood; and replicas given only its variables must not all claim
+		// serve's own :8082.
+		e.set("health-addr", vars, "", "")
+	} else if vars, ok := e.from["grpc-addr"]; ok {
+		e.set("health-addr", vars, "", "")
+	}
 	e.duration("grpc-max-conn-age", "GRPC_MAX_CONNECTION_AGE")
 	e.duration("grpc-max-conn-age-grace", "GRPC_MAX_CONNECTION_AGE_GRACE")
 	if v, ok := lookup("LOG_LEVEL"); ok {
