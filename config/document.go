@@ -45,7 +45,8 @@ func ParseDocuments(docs ...Document) (*Config, error) {
 // and so is a store or proxy section in top. base and top are not modified.
 func Overlay(base, top *Config) (*Config, error) {
 	out := *base
-	out.Policies = maps.Clone(base.Policies)
+	out.Policies = make(map[string]*Policy, len(base.Policies)+len(top.Policies))
+	maps.Copy(out.Policies, base.Policies)
 	out.Domains = maps.Clone(base.Domains)
 	out.Files = append(append([]string(nil), base.Files...), top.Files...)
 	ps := &problems{}

@@ -1,13 +1,14 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -208,7 +209,10 @@ func parseRoot(p *fileParser, root *yaml.Node) *parsed {
 	}
 	// A descriptor's limits and those below it are collected in tree order:
 	// put them in file order, so that a clash blames the later definition.
-	sort.SliceStable(out.policies, func(i, j int) bool { return out.policies[i].pol.Line < out.policies[j].pol.Line })
+	byLine := func(a, b placed) int { return cmp.Compare(a.pol.Line, b.pol.Line) }
+	if !slices.IsSortedFunc(out.policies, byLine) { // a document built in memory has no lines: it is
+		slices.SortStableFunc(out.policies, byLine)
+	}
 	return out
 }
 
@@ -220,10 +224,13 @@ const ReservedPrefix = "sluice."
 // merge builds the Config from the parsed files, reporting what clashes
 // between them (and between policies of one file).
 func merge(files []*parsed, ps *problems) *Config {
-	cfg := &Config{Policies: map[string]*Policy{}, Domains: map[string]*Domain{}}
+	n := 0
+	for _, f := range files {
+		n += len(f.policies)
+	}
+	cfg := &Config{Policies: make(map[string]*Policy, n), Domains: map[string]*Domain{}}
 	var storeFile *parsed
 	domainAt := map[string]string{} // domain name -> "file:line" of its definition
-	policyAt := map[string]string{} // policy name -> "file:line" of its definition
 	for _, f := range files {
 		p := &fileParser{file: f.file, out: ps}
 		if f.store != nil {
@@ -254,17 +261,16 @@ func merge(files []*parsed, ps *problems) *Config {
 				p.errorf(pl.node, pl.field, "policy name %q%s starts with %q, which Sluice reserves for its own limits", name, how, ReservedPrefix)
 				continue
 			}
-			if prev, dup := policyAt[name]; dup {
+			if prev, dup := cfg.Policies[name]; dup {
 				how := ""
 				if pl.derived {
 					how = " (an Envoy limit is named domain.key_value.key_value...)"
 				}
 				p.errorf(pl.node, pl.field, "policy name %q%s is already used at %s; policy names must be unique across all files",
-					name, how, prev)
+					name, how, location(prev.File, prev.Line))
 				continue
 			}
 			cfg.Policies[name] = pl.pol
-			policyAt[name] = location(pl.pol.File, pl.pol.Line)
 		}
 	}
 	cfg.Proxy = mergeProxy(files, cfg.Policies, ps)
