@@ -49,75 +49,121 @@ func sourceName(rc *rlsconf.RateLimitConfig, i int) string {
 // except requests_per_unit on a limited rate_limit: 0 there bans the value, as
 // in ratelimit.
 func documentOf(rc *rlsconf.RateLimitConfig) *yaml.Node {
-	m := mapping()
-	addStr(m, "domain", rc.GetDomain())
+	var b builder
+	m := b.mapping(2)
+	b.addStr(m, keyDomain, rc.GetDomain())
 	if ds := rc.GetDescriptors(); len(ds) > 0 {
-		add(m, "descriptors", descriptorsOf(ds))
+		add(m, keyDescriptors, b.descriptors(ds))
 	}
 	return m
 }
 
-func descriptorsOf(ds []*rlsconf.RateLimitDescriptor) *yaml.Node {
-	seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+// The field names, and the values that recur, are one node each, shared by
+// every mapping: the parser only reads the tree. A version of many
+// descriptors then costs a few nodes per descriptor rather than a dozen.
+var (
+	keyDomain, keyDescriptors, keyKey, keyValue = fixed("domain"), fixed("descriptors"), fixed("key"), fixed("value")
+	keyRateLimit, keyShadowMode                 = fixed("rate_limit"), fixed("shadow_mode")
+	keyDetailedMetric, keyQuotaMode             = fixed("detailed_metric"), fixed("quota_mode")
+	keyUnlimited, keyUnit, keyRequestsPerUnit   = fixed("unlimited"), fixed("unit"), fixed("requests_per_unit")
+	keyName, keyReplaces                        = fixed("name"), fixed("replaces")
+	nodeTrue                                    = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
+	unitNodes                                   = func() map[rlsconf.RateLimitUnit]*yaml.Node {
+		m := map[rlsconf.RateLimitUnit]*yaml.Node{}
+		for v, name := range rlsconf.RateLimitUnit_name {
+			// The parser matches unit names case-insensitively, as ratelimit does.
+			m[rlsconf.RateLimitUnit(v)] = fixed(name)
+		}
+		return m
+	}()
+)
+
+func fixed(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+// builder allocates a document's nodes in blocks, which the garbage
+// collector then handles as a few objects instead of one per node.
+type builder struct{ free []yaml.Node }
+
+func (b *builder) node() *yaml.Node {
+	if len(b.free) == 0 {
+		b.free = make([]yaml.Node, 256)
+	}
+	n := &b.free[0]
+	b.free = b.free[1:]
+	return n
+}
+
+// mapping is an empty mapping with room for fields fields.
+func (b *builder) mapping(fields int) *yaml.Node {
+	m := b.node()
+	m.Kind, m.Tag, m.Content = yaml.MappingNode, "!!map", make([]*yaml.Node, 0, 2*fields)
+	return m
+}
+
+func (b *builder) scalar(tag, value string) *yaml.Node {
+	n := b.node()
+	n.Kind, n.Tag, n.Value = yaml.ScalarNode, tag, value
+	return n
+}
+
+func (b *builder) addStr(m, key *yaml.Node, value string) { add(m, key, b.scalar("!!str", value)) }
+
+func (b *builder) descriptors(ds []*rlsconf.RateLimitDescriptor) *yaml.Node {
+	seq := b.node()
+	seq.Kind, seq.Tag, seq.Content = yaml.SequenceNode, "!!seq", make([]*yaml.Node, 0, len(ds))
 	for _, d := range ds {
-		m := mapping()
-		addStr(m, "key", d.GetKey())
+		m := b.mapping(7)
+		b.addStr(m, keyKey, d.GetKey())
 		if d.GetValue() != "" {
-			addStr(m, "value", d.GetValue())
+			b.addStr(m, keyValue, d.GetValue())
 		}
 		if rl := d.GetRateLimit(); rl != nil {
-			add(m, "rate_limit", rateLimitOf(rl))
+			add(m, keyRateLimit, b.rateLimit(rl))
 		}
 		if children := d.GetDescriptors(); len(children) > 0 {
-			add(m, "descriptors", descriptorsOf(children))
+			add(m, keyDescriptors, b.descriptors(children))
 		}
-		addTrue(m, "shadow_mode", d.GetShadowMode())
-		addTrue(m, "detailed_metric", d.GetDetailedMetric())
-		addTrue(m, "quota_mode", d.GetQuotaMode())
+		addTrue(m, keyShadowMode, d.GetShadowMode())
+		addTrue(m, keyDetailedMetric, d.GetDetailedMetric())
+		addTrue(m, keyQuotaMode, d.GetQuotaMode())
 		seq.Content = append(seq.Content, m)
 	}
 	return seq
 }
 
-func rateLimitOf(rl *rlsconf.RateLimitPolicy) *yaml.Node {
-	m := mapping()
-	addTrue(m, "unlimited", rl.GetUnlimited())
+func (b *builder) rateLimit(rl *rlsconf.RateLimitPolicy) *yaml.Node {
+	m := b.mapping(5)
+	addTrue(m, keyUnlimited, rl.GetUnlimited())
 	if rl.GetUnit() != rlsconf.RateLimitUnit_UNKNOWN {
-		// The parser matches unit names case-insensitively, as ratelimit does.
-		addStr(m, "unit", rl.GetUnit().String())
+		unit := unitNodes[rl.GetUnit()]
+		if unit == nil { // a unit this build does not know: the parser names it
+			unit = b.scalar("!!str", rl.GetUnit().String())
+		}
+		add(m, keyUnit, unit)
 	}
 	if !rl.GetUnlimited() || rl.GetRequestsPerUnit() != 0 {
-		add(m, "requests_per_unit", scalar("!!int", strconv.FormatUint(uint64(rl.GetRequestsPerUnit()), 10)))
+		add(m, keyRequestsPerUnit, b.scalar("!!int", strconv.FormatUint(uint64(rl.GetRequestsPerUnit()), 10)))
 	}
 	if rl.GetName() != "" {
-		addStr(m, "name", rl.GetName())
+		b.addStr(m, keyName, rl.GetName())
 	}
 	if rs := rl.GetReplaces(); len(rs) > 0 {
-		seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		seq := b.node()
+		seq.Kind, seq.Tag, seq.Content = yaml.SequenceNode, "!!seq", make([]*yaml.Node, 0, len(rs))
 		for _, r := range rs {
-			item := mapping()
-			addStr(item, "name", r.GetName())
+			item := b.mapping(1)
+			b.addStr(item, keyName, r.GetName())
 			seq.Content = append(seq.Content, item)
 		}
-		add(m, "replaces", seq)
+		add(m, keyReplaces, seq)
 	}
 	return m
 }
 
-func mapping() *yaml.Node { return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"} }
+func add(m, key, v *yaml.Node) { m.Content = append(m.Content, key, v) }
 
-func scalar(tag, value string) *yaml.Node {
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value}
-}
-
-func add(m *yaml.Node, key string, v *yaml.Node) {
-	m.Content = append(m.Content, scalar("!!str", key), v)
-}
-
-func addStr(m *yaml.Node, key, value string) { add(m, key, scalar("!!str", value)) }
-
-func addTrue(m *yaml.Node, key string, set bool) {
+func addTrue(m, key *yaml.Node, set bool) {
 	if set {
-		add(m, key, scalar("!!bool", "true"))
+		add(m, key, nodeTrue)
 	}
 }
