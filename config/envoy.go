@@ -66,6 +66,7 @@ func (p *fileParser) envoy(root *yaml.Node, out *parsed) {
 	out.domain, out.domainKey = d, top.get("domain")
 	if n := top.get("descriptors"); n != nil {
 		d.Descriptors, out.policies = p.descriptors(n, "descriptors", name{}.child(d.Name), 1)
+		d.index = indexLevel(d.Descriptors)
 	}
 }
 
@@ -180,6 +181,7 @@ func (p *fileParser) descriptor(f *fields, parent name, depth int) (d *Descripto
 	if n := f.get("descriptors"); n != nil {
 		var below []placed
 		d.Children, below = p.descriptors(n, join(f.path, "descriptors"), here, depth+1)
+		d.index = indexLevel(d.Children)
 		pols = append(pols, below...)
 	}
 	ok = p.planKey(f, d) && ok
