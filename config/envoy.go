@@ -39,11 +39,6 @@ var (
 // years; see sluice.Policy.Validate), checked before multiplying.
 const maxPeriod = time.Duration(1<<52) * time.Microsecond
 
-// maxDepth bounds descriptor nesting. Real trees are a few levels deep; the
-// bound keeps the recursion and the YAML paths in problems short whatever the
-// file.
-const maxDepth = 64
-
 // envoy reads a file in envoyproxy/ratelimit's format.
 func (p *fileParser) envoy(root *yaml.Node, out *parsed) {
 	top, ok := p.mappingHint(root, "", " (Sluice's store: and policies: go in a file of their own)",
@@ -78,14 +73,18 @@ func (p *fileParser) descriptors(n *yaml.Node, path string, parent name, depth i
 	if !ok {
 		return nil, nil
 	}
-	if depth > maxDepth {
-		p.errorf(n, path, "descriptors nest deeper than %d levels", maxDepth)
+	// The depth bound keeps the recursion and the YAML paths in problems
+	// short whatever the file.
+	if p.budget.deeper(p, n, path, depth) {
 		return nil, nil
 	}
 	type keyValue struct{ key, value string }
 	seen := make(map[keyValue]int, len(items))
 	for i, item := range items {
 		ipath := index(path, i)
+		if !p.budget.descriptor(p, item, ipath) {
+			break
+		}
 		f, ok := p.mapping(item, ipath, descriptorFields...)
 		if !ok {
 			continue

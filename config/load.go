@@ -40,7 +40,11 @@ type placed struct {
 // descriptors) must be unique across all of them; an Envoy domain may be
 // defined in one file only. Every problem in every file is reported in one
 // *Error, so a broken deployment is fixed in one pass.
-func Load(paths ...string) (*Config, error) {
+//
+// The files are read within the default Limits; Limits.Load sets others.
+func Load(paths ...string) (*Config, error) { return Limits{}.Load(paths...) }
+
+func load(b *budget, paths []string) (*Config, error) {
 	ps := &problems{}
 	if len(paths) == 0 {
 		ps.add(Problem{Message: "no configuration files given"})
@@ -73,7 +77,7 @@ func Load(paths ...string) (*Config, error) {
 				ps.add(Problem{File: path, Message: err.Error()})
 				continue
 			}
-			if f := parseFile(path, data, ps); f != nil {
+			if f := parseFile(path, data, ps, b); f != nil {
 				files = append(files, f)
 			}
 		}
@@ -138,7 +142,7 @@ func expand(path string) ([]string, error) {
 func Parse(file string, data []byte) (*Config, error) {
 	ps := &problems{}
 	var files []*parsed
-	if f := parseFile(file, data, ps); f != nil {
+	if f := parseFile(file, data, ps, Limits{}.budget()); f != nil {
 		files = append(files, f)
 	}
 	cfg := merge(files, ps)
@@ -178,8 +182,8 @@ func readFile(path string) ([]byte, error) {
 // parseFile parses one file, telling the two formats apart by the domain key:
 // envoyproxy/ratelimit files must load unchanged, and they always have one.
 // It returns nil when the file cannot be used at all.
-func parseFile(file string, data []byte, ps *problems) *parsed {
-	p := &fileParser{file: file, out: ps}
+func parseFile(file string, data []byte, ps *problems, b *budget) *parsed {
+	p := &fileParser{file: file, out: ps, budget: b}
 	root := p.document(data)
 	if root == nil {
 		return nil
