@@ -59,6 +59,9 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_XDS_KEY_FILE":             "/pki/client.key",
 		"SLUICE_XDS_SERVER_NAME":          "xds.internal",
 		"SLUICE_XDS_WAIT":                 "9s",
+		"SLUICE_XDS_MAX_BYTES":            "24",
+		"SLUICE_MAX_DESCRIPTORS":          "25",
+		"SLUICE_MAX_DESCRIPTOR_DEPTH":     "26",
 	}
 	want := serveOptions{
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
@@ -73,7 +76,8 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		},
 		xds: xdsOptions{server: "xds.example:18000", nodeID: "edge-1", metadata: "zone=a,tier=gold", tls: true,
 			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal",
-			wait: 9 * time.Second},
+			wait: 9 * time.Second, maxBytes: 24},
+		bounds: configBounds{descriptors: 25, depth: 26},
 	}
 	var o serveOptions
 	checkEnvFlags(t, newServeFlags(&o, io.Discard), env, &o, &want, "service.md")
