@@ -131,11 +131,13 @@ func (d *decoder) text(f field, what string) (string, error) {
 	return string(f.bytes), nil
 }
 
-// config reads one RateLimitConfig into the document it stands for (see
-// documentOf), and returns its name.
+// config reads one RateLimitConfig into the envoyproxy/ratelimit file it
+// stands for, and returns its name. proto3 cannot tell a zero from an unset
+// field, so zeros are left out of the file (but see rateLimitNode).
 func (d *decoder) config(b []byte) (doc *yaml.Node, name string, err error) {
 	var domain string
 	var descriptors []*yaml.Node
+	listed := false
 	d.charge(1, 4, 0) // the document's mapping
 	for len(b) > 0 {
 		var f field
@@ -152,7 +154,8 @@ func (d *decoder) config(b []byte) (doc *yaml.Node, name string, err error) {
 				return nil, "", err
 			}
 		case f.is(configDescriptors, protowire.BytesType):
-			if descriptors == nil {
+			if !listed {
+				listed = true
 				d.charge(1, 0, 0) // the list
 			}
 			d.charge(0, 1, 0)
@@ -184,6 +187,7 @@ type rateLimit struct {
 	unlimited       bool
 	name            string
 	replaces        []string
+	listed          bool // replaces were seen, and their list charged
 }
 
 // descriptor reads one RateLimitDescriptor at depth (1 at the top).
@@ -200,7 +204,7 @@ func (d *decoder) descriptor(b []byte, depth int) (*yaml.Node, error) {
 	var rl rateLimit
 	hasLimit := false
 	var children []*yaml.Node
-	var shadow, detailed, quota bool
+	var shadow, detailed, quota, listed bool
 	for len(b) > 0 {
 		f, rest, err := next(b)
 		if err != nil {
@@ -225,8 +229,9 @@ func (d *decoder) descriptor(b []byte, depth int) (*yaml.Node, error) {
 				return nil, err
 			}
 		case f.is(descDescriptors, protowire.BytesType):
-			if children == nil {
-				d.charge(1, 0, 0)
+			if !listed {
+				listed = true
+				d.charge(1, 0, 0) // the list
 			}
 			d.charge(0, 1, 0)
 			n, err := d.descriptor(f.bytes, depth+1)
@@ -235,8 +240,6 @@ func (d *decoder) descriptor(b []byte, depth int) (*yaml.Node, error) {
 			}
 			if d.build {
 				children = append(children, n)
-			} else if children == nil {
-				children = []*yaml.Node{} // charged once only
 			}
 		case f.is(descShadowMode, protowire.VarintType):
 			shadow = f.varint != 0
@@ -290,14 +293,13 @@ func (d *decoder) rateLimit(rl *rateLimit, b []byte) error {
 			if err != nil {
 				return err
 			}
-			if rl.replaces == nil {
+			if !rl.listed {
+				rl.listed = true
 				d.charge(1, 0, 0) // the list
 			}
 			d.charge(1, 3, 0) // its {name: …}: a mapping, and a slot in the list; the name is charged
 			if d.build {
 				rl.replaces = append(rl.replaces, name)
-			} else if rl.replaces == nil {
-				rl.replaces = []string{}
 			}
 		}
 	}
