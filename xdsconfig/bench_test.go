@@ -147,3 +147,13 @@ func sampleHeap(peak *atomic.Uint64) (stop func()) {
 	})
 	return func() { close(done); wg.Wait() }
 }
+
+// flat is a domain of n descriptors on one level, user=uI, I+1 a minute.
+func flat(domain string, n int) *rlsconf.RateLimitConfig {
+	rc := &rlsconf.RateLimitConfig{Name: domain, Domain: domain, Descriptors: make([]*rlsconf.RateLimitDescriptor, n)}
+	for i := range rc.Descriptors {
+		rc.Descriptors[i] = &rlsconf.RateLimitDescriptor{Key: "user", Value: fmt.Sprint("u", i),
+			RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: uint32(i + 1)}}
+	}
+	return rc
+}

@@ -13,16 +13,6 @@ import (
 	"github.com/sluicehq/sluice/xdsconfig"
 )
 
-// flat is a domain of n descriptors on one level, user=uI, I+1 a minute.
-func flat(domain string, n int) *rlsconf.RateLimitConfig {
-	rc := &rlsconf.RateLimitConfig{Name: domain, Domain: domain, Descriptors: make([]*rlsconf.RateLimitDescriptor, n)}
-	for i := range rc.Descriptors {
-		rc.Descriptors[i] = &rlsconf.RateLimitDescriptor{Key: "user", Value: fmt.Sprint("u", i),
-			RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_MINUTE, RequestsPerUnit: uint32(i + 1)}}
-	}
-	return rc
-}
-
 // nested is a chain of depth descriptors, each the child of the one before.
 func nested(depth int) *rlsconf.RateLimitConfig {
 	d := &rlsconf.RateLimitDescriptor{Key: "k", RateLimit: &rlsconf.RateLimitPolicy{Unit: rlsconf.RateLimitUnit_SECOND, RequestsPerUnit: 1}}
