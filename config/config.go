@@ -191,6 +191,7 @@ func (p *Policy) DeniesAll() bool { return p.Limit == 0 }
 type Domain struct {
 	Name        string
 	Descriptors []*Descriptor
+	index       *levelIndex // of Descriptors, when they are many; see Match
 }
 
 // Descriptor is one node of a domain's tree. A request descriptor (a list of
@@ -215,6 +216,7 @@ type Descriptor struct {
 	// of this key names its plan there.
 	PlanKey  string
 	Children []*Descriptor
+	index    *levelIndex // of Children, when they are many; see Match
 }
 
 // Entry is one key/value pair of a request descriptor.
@@ -234,102 +236,6 @@ type Match struct {
 
 // Policy returns the policy named name, or nil.
 func (c *Config) Policy(name string) *Policy { return c.Policies[name] }
-
-// Match finds the limits for one request descriptor in domain, the way
-// envoyproxy/ratelimit does: at each level an entry matches, in order of
-// preference, a node with the same key and value, the first node (in file
-// order) with the same key and a glob value the value matches, or a node with
-// the same key and no value. The limits apply only when every entry matched
-// and the last node carries them, or when every entry but the last matched
-// and the last names the plan of the node reached (Descriptor.PlanKey). An
-// unknown domain matches nothing.
-func (c *Config) Match(domain string, entries []Entry) Match {
-	return c.match(domain, entries, false)
-}
-
-// MatchShared is Match, and also writes, in place, the glob of each node
-// with Shared (share_threshold) over the value of the entry it matched: the
-// values then make the store key that those entries share.
-func (c *Config) MatchShared(domain string, entries []Entry) Match {
-	return c.match(domain, entries, true)
-}
-
-func (c *Config) match(domain string, entries []Entry, share bool) Match {
-	d := c.Domains[domain]
-	if d == nil || len(entries) == 0 {
-		return Match{}
-	}
-	level := d.Descriptors
-	var node *Descriptor
-	for i, e := range entries {
-		next := matchLevel(level, e)
-		if next == nil && node != nil && i == len(entries)-1 && node.PlanKey != "" && e.Key == node.PlanKey {
-			// The last entry names the plan of the limits reached so far.
-			return Match{Limits: node.Limits, Plan: e.Value, PlanEntry: true}
-		}
-		if node = next; node == nil {
-			return Match{}
-		}
-		if share && node.Shared {
-			entries[i].Value = node.Value
-		}
-		level = node.Children
-	}
-	return Match{Limits: node.Limits, Unlimited: node.Unlimited}
-}
-
-func matchLevel(level []*Descriptor, e Entry) *Descriptor {
-	var wildcard, def *Descriptor
-	for _, n := range level {
-		if n.Key != e.Key {
-			continue
-		}
-		switch {
-		case n.Value == "":
-			if def == nil {
-				def = n
-			}
-		case n.Value == e.Value:
-			return n
-		case wildcard == nil && strings.Contains(n.Value, "*") && Glob(n.Value, e.Value):
-			wildcard = n
-		}
-	}
-	if wildcard != nil {
-		return wildcard
-	}
-	return def
-}
-
-// Glob reports whether value matches pattern, in which each '*' stands for
-// any run of bytes (none included) and every other byte for itself. It runs
-// in O(len(pattern) × len(value)) at worst, with no recursion.
-func Glob(pattern, value string) bool {
-	// Greedy with one backtrack point: the last '*' seen absorbs one more
-	// byte each time the rest fails to match.
-	p, v := 0, 0
-	star, mark := -1, 0
-	for v < len(value) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, v
-			p++
-		case p < len(pattern) && pattern[p] == value[v]:
-			p++
-			v++
-		case star >= 0:
-			p = star + 1
-			mark++
-			v = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
-}
 
 // CheckKeyPrefix says what is wrong with a store key prefix, or "". A brace
 // would move or break the hash tags Sluice's keys carry: on a Cluster, the

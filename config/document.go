@@ -21,13 +21,15 @@ type Document struct {
 // would be, with the same validation, and they are merged by the same rules.
 // A tree built in code has no line numbers, so problems locate a field by
 // its path alone.
-func ParseDocuments(docs ...Document) (*Config, error) {
+func ParseDocuments(docs ...Document) (*Config, error) { return Limits{}.ParseDocuments(docs...) }
+
+func parseDocuments(b *budget, docs []Document) (*Config, error) {
 	ps := &problems{}
 	files := make([]*parsed, 0, len(docs))
 	names := make([]string, 0, len(docs))
 	for _, d := range docs {
 		names = append(names, d.Source)
-		p := &fileParser{file: d.Source, out: ps}
+		p := &fileParser{file: d.Source, out: ps, budget: b}
 		if d.Root == nil || isNull(d.Root) {
 			p.errorf(nil, "", "document is empty")
 			continue
@@ -45,7 +47,8 @@ func ParseDocuments(docs ...Document) (*Config, error) {
 // and so is a store or proxy section in top. base and top are not modified.
 func Overlay(base, top *Config) (*Config, error) {
 	out := *base
-	out.Policies = maps.Clone(base.Policies)
+	out.Policies = make(map[string]*Policy, len(base.Policies)+len(top.Policies))
+	maps.Copy(out.Policies, base.Policies)
 	out.Domains = maps.Clone(base.Domains)
 	out.Files = append(append([]string(nil), base.Files...), top.Files...)
 	ps := &problems{}

@@ -39,11 +39,6 @@ var (
 // years; see sluice.Policy.Validate), checked before multiplying.
 const maxPeriod = time.Duration(1<<52) * time.Microsecond
 
-// maxDepth bounds descriptor nesting. Real trees are a few levels deep; the
-// bound keeps the recursion and the YAML paths in problems short whatever the
-// file.
-const maxDepth = 64
-
 // envoy reads a file in envoyproxy/ratelimit's format.
 func (p *fileParser) envoy(root *yaml.Node, out *parsed) {
 	top, ok := p.mappingHint(root, "", " (Sluice's store: and policies: go in a file of their own)",
@@ -66,6 +61,7 @@ func (p *fileParser) envoy(root *yaml.Node, out *parsed) {
 	out.domain, out.domainKey = d, top.get("domain")
 	if n := top.get("descriptors"); n != nil {
 		d.Descriptors, out.policies = p.descriptors(n, "descriptors", name{}.child(d.Name), 1)
+		d.index = indexLevel(d.Descriptors)
 	}
 }
 
@@ -77,14 +73,18 @@ func (p *fileParser) descriptors(n *yaml.Node, path string, parent name, depth i
 	if !ok {
 		return nil, nil
 	}
-	if depth > maxDepth {
-		p.errorf(n, path, "descriptors nest deeper than %d levels", maxDepth)
+	// The depth bound keeps the recursion and the YAML paths in problems
+	// short whatever the file.
+	if p.budget.deeper(p, n, path, depth) {
 		return nil, nil
 	}
 	type keyValue struct{ key, value string }
-	seen := map[keyValue]int{}
+	seen := make(map[keyValue]int, len(items))
 	for i, item := range items {
 		ipath := index(path, i)
+		if !p.budget.descriptor(p, item, ipath) {
+			break
+		}
 		f, ok := p.mapping(item, ipath, descriptorFields...)
 		if !ok {
 			continue
@@ -180,6 +180,7 @@ func (p *fileParser) descriptor(f *fields, parent name, depth int) (d *Descripto
 	if n := f.get("descriptors"); n != nil {
 		var below []placed
 		d.Children, below = p.descriptors(n, join(f.path, "descriptors"), here, depth+1)
+		d.index = indexLevel(d.Children)
 		pols = append(pols, below...)
 	}
 	ok = p.planKey(f, d) && ok
@@ -231,11 +232,11 @@ func (p *fileParser) limitBlocks(f *fields) []block {
 	one, many := f.get("rate_limit"), f.get("rate_limits")
 	switch {
 	case one != nil && many != nil:
-		p.errorf(f.keys["rate_limits"], join(f.path, "rate_limits"),
+		p.errorf(f.key("rate_limits"), join(f.path, "rate_limits"),
 			"rate_limit and rate_limits cannot both be set: put every limit in rate_limits")
 		return nil
 	case one != nil:
-		return []block{{one, join(f.path, "rate_limit"), f.keys["rate_limit"].Line, 1}}
+		return []block{{one, join(f.path, "rate_limit"), f.key("rate_limit").Line, 1}}
 	case many != nil:
 		path := join(f.path, "rate_limits")
 		items, ok := p.list(many, path, "rate_limit blocks")
@@ -266,11 +267,11 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow, quota bool) (
 	if unlimited {
 		for _, key := range []string{"unit", "requests_per_unit", "unit_multiplier", "period", "algorithm", "burst", "plans"} {
 			if f.has(key) {
-				p.errorf(f.keys[key], join(f.path, key), "not allowed with unlimited: true, which has no limit to configure")
+				p.errorf(f.key(key), join(f.path, key), "not allowed with unlimited: true, which has no limit to configure")
 			}
 		}
 		if f.has("replaces") {
-			p.errorf(f.keys["replaces"], join(f.path, "replaces"),
+			p.errorf(f.key("replaces"), join(f.path, "replaces"),
 				"replaces on an unlimited rate_limit is not supported by Sluice yet")
 		}
 		return nil, true
@@ -283,7 +284,7 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow, quota bool) (
 	periodKey := "unit"
 	switch hasUnit, hasPeriod := f.has("unit"), f.has("period"); {
 	case hasUnit && hasPeriod:
-		p.errorf(f.keys["period"], join(f.path, "period"),
+		p.errorf(f.key("period"), join(f.path, "period"),
 			"unit and period cannot both be set: unit is ratelimit's, period (a Go duration) is Sluice's")
 		bad["Period"] = true
 	case hasUnit:
@@ -310,7 +311,7 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow, quota bool) (
 		case !fine:
 			bad["Period"] = true
 		case !f.has("unit"):
-			p.errorf(f.keys["unit_multiplier"], join(f.path, "unit_multiplier"), "needs unit: it counts units")
+			p.errorf(f.key("unit_multiplier"), join(f.path, "unit_multiplier"), "needs unit: it counts units")
 			bad["Period"] = true
 		case m < 1 || m > int64(maxPeriod/max(pol.Period, time.Second)):
 			p.errorf(f.get("unit_multiplier"), join(f.path, "unit_multiplier"), "must be from 1 to %d, got %d",
@@ -351,7 +352,7 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow, quota bool) (
 	}
 	if n := f.get("plans"); n != nil {
 		if zero {
-			p.errorf(f.keys["plans"], join(f.path, "plans"), "requests_per_unit: 0 denies every request: a ban has no plans")
+			p.errorf(f.key("plans"), join(f.path, "plans"), "requests_per_unit: 0 denies every request: a ban has no plans")
 			return nil, false
 		}
 		if pol.Plans = p.plans(n, join(f.path, "plans"), pol.Policy, true); pol.Plans == nil {

@@ -109,8 +109,9 @@ func (ps *problems) err(files []string) error {
 
 // fileParser walks one file's YAML tree, reporting problems against it.
 type fileParser struct {
-	file string
-	out  *problems
+	file   string
+	out    *problems
+	budget *budget // what the configuration may still define; shared by its files
 }
 
 // errorf reports a problem at node n (nil: the whole file) for field path.

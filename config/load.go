@@ -1,13 +1,14 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -40,7 +41,11 @@ type placed struct {
 // descriptors) must be unique across all of them; an Envoy domain may be
 // defined in one file only. Every problem in every file is reported in one
 // *Error, so a broken deployment is fixed in one pass.
-func Load(paths ...string) (*Config, error) {
+//
+// The files are read within the default Limits; Limits.Load sets others.
+func Load(paths ...string) (*Config, error) { return Limits{}.Load(paths...) }
+
+func load(b *budget, paths []string) (*Config, error) {
 	ps := &problems{}
 	if len(paths) == 0 {
 		ps.add(Problem{Message: "no configuration files given"})
@@ -73,7 +78,7 @@ func Load(paths ...string) (*Config, error) {
 				ps.add(Problem{File: path, Message: err.Error()})
 				continue
 			}
-			if f := parseFile(path, data, ps); f != nil {
+			if f := parseFile(path, data, ps, b); f != nil {
 				files = append(files, f)
 			}
 		}
@@ -138,7 +143,7 @@ func expand(path string) ([]string, error) {
 func Parse(file string, data []byte) (*Config, error) {
 	ps := &problems{}
 	var files []*parsed
-	if f := parseFile(file, data, ps); f != nil {
+	if f := parseFile(file, data, ps, Limits{}.budget()); f != nil {
 		files = append(files, f)
 	}
 	cfg := merge(files, ps)
@@ -178,8 +183,8 @@ func readFile(path string) ([]byte, error) {
 // parseFile parses one file, telling the two formats apart by the domain key:
 // envoyproxy/ratelimit files must load unchanged, and they always have one.
 // It returns nil when the file cannot be used at all.
-func parseFile(file string, data []byte, ps *problems) *parsed {
-	p := &fileParser{file: file, out: ps}
+func parseFile(file string, data []byte, ps *problems, b *budget) *parsed {
+	p := &fileParser{file: file, out: ps, budget: b}
 	root := p.document(data)
 	if root == nil {
 		return nil
@@ -209,7 +214,10 @@ func parseRoot(p *fileParser, root *yaml.Node) *parsed {
 	}
 	// A descriptor's limits and those below it are collected in tree order:
 	// put them in file order, so that a clash blames the later definition.
-	sort.SliceStable(out.policies, func(i, j int) bool { return out.policies[i].pol.Line < out.policies[j].pol.Line })
+	byLine := func(a, b placed) int { return cmp.Compare(a.pol.Line, b.pol.Line) }
+	if !slices.IsSortedFunc(out.policies, byLine) { // a document built in memory has no lines: it is
+		slices.SortStableFunc(out.policies, byLine)
+	}
 	return out
 }
 
@@ -221,10 +229,14 @@ const ReservedPrefix = "sluice."
 // merge builds the Config from the parsed files, reporting what clashes
 // between them (and between policies of one file).
 func merge(files []*parsed, ps *problems) *Config {
-	cfg := &Config{Policies: map[string]*Policy{}, Domains: map[string]*Domain{}}
+	n := 0
+	for _, f := range files {
+		n += len(f.policies)
+	}
+	cfg := &Config{Policies: make(map[string]*Policy, n), Domains: map[string]*Domain{}}
 	var storeFile *parsed
-	domainAt := map[string]string{} // domain name -> "file:line" of its definition
-	policyAt := map[string]string{} // policy name -> "file:line" of its definition
+	domainAt := map[string]string{}   // domain name -> "file:line" of its definition
+	invalidAt := map[string]*Policy{} // policies reported invalid, by name
 	for _, f := range files {
 		p := &fileParser{file: f.file, out: ps}
 		if f.store != nil {
@@ -255,19 +267,24 @@ func merge(files []*parsed, ps *problems) *Config {
 				p.errorf(pl.node, pl.field, "policy name %q%s starts with %q, which Sluice reserves for its own limits", name, how, ReservedPrefix)
 				continue
 			}
-			if prev, dup := policyAt[name]; dup {
+			prev, dup := cfg.Policies[name]
+			if !dup {
+				prev, dup = invalidAt[name]
+			}
+			if dup {
 				how := ""
 				if pl.derived {
 					how = " (an Envoy limit is named domain.key_value.key_value...)"
 				}
 				p.errorf(pl.node, pl.field, "policy name %q%s is already used at %s; policy names must be unique across all files",
-					name, how, prev)
+					name, how, location(prev.File, prev.Line))
 				continue
 			}
-			policyAt[name] = location(pl.pol.File, pl.pol.Line)
-			if !pl.invalid {
-				cfg.Policies[name] = pl.pol
+			if pl.invalid {
+				invalidAt[name] = pl.pol // reported already; kept to find its duplicates
+				continue
 			}
+			cfg.Policies[name] = pl.pol
 		}
 	}
 	cfg.Proxy = mergeProxy(files, cfg.Policies, ps)

@@ -22,7 +22,7 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 		return
 	}
 	if n := top.get("store"); n != nil {
-		out.store, out.storeNode, out.storeBody = p.store(n), top.keys["store"], n
+		out.store, out.storeNode, out.storeBody = p.store(n), top.key("store"), n
 	}
 	if n := top.get("policies"); n != nil {
 		items, _ := p.list(n, "policies", "policies")
@@ -39,7 +39,7 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 		}
 	}
 	if n := top.get("proxy"); n != nil {
-		out.proxy = p.proxySection(n, top.keys["proxy"])
+		out.proxy = p.proxySection(n, top.key("proxy"))
 	}
 	if out.store == nil && !top.has("policies") && !top.has("proxy") && len(p.out.list) == before {
 		p.errorf(root, "", "nothing to configure: want a store: section, a policies: list, a proxy: section, or several "+

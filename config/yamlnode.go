@@ -155,15 +155,37 @@ func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 type fields struct {
 	node *yaml.Node
 	path string
-	keys map[string]*yaml.Node // key node, for problems about the key itself
-	vals map[string]*yaml.Node // value node, aliases resolved
+	set  []field // in the mapping's order; a handful, so a list beats a map
+}
+
+// field is one field of a mapping.
+type field struct {
+	name string
+	key  *yaml.Node // the key node, for problems about the key itself
+	val  *yaml.Node // the value node, aliases resolved
+}
+
+// key returns the key node of name, or nil when the mapping has no such
+// field.
+func (f *fields) key(name string) *yaml.Node {
+	for i := range f.set {
+		if f.set[i].name == name {
+			return f.set[i].key
+		}
+	}
+	return nil
 }
 
 // get returns the value of key, or nil when the key is absent or null: like
 // envoyproxy/ratelimit (yaml.v2), a null value counts as not set.
 func (f *fields) get(key string) *yaml.Node {
-	if v := f.vals[key]; !isNull(v) {
-		return v
+	for i := range f.set {
+		if f.set[i].name == key {
+			if v := f.set[i].val; !isNull(v) {
+				return v
+			}
+			return nil
+		}
 	}
 	return nil
 }
@@ -181,11 +203,12 @@ func (p *fileParser) mapping(n *yaml.Node, path string, allowed ...string) (f *f
 // mappingHint is mapping with a hint appended to unknown-field messages.
 func (p *fileParser) mappingHint(n *yaml.Node, path, hint string, allowed ...string) (f *fields, ok bool) {
 	n = deref(n)
-	f = &fields{node: n, path: path, keys: map[string]*yaml.Node{}, vals: map[string]*yaml.Node{}}
+	f = &fields{node: n, path: path}
 	if n.Kind != yaml.MappingNode {
 		p.errorf(n, path, "must be a mapping, got %s", describe(n))
 		return f, false
 	}
+	f.set = make([]field, 0, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
@@ -193,21 +216,19 @@ func (p *fileParser) mappingHint(n *yaml.Node, path, hint string, allowed ...str
 			continue
 		}
 		name := k.Value
-		at := join(path, name)
-		switch {
+		switch first := f.key(name); {
 		case name == "<<" && k.ShortTag() == "!!merge":
-			p.errorf(k, at, "YAML merge keys (<<) are not supported; write the fields out (an alias *name for a whole block works)")
-		case f.keys[name] != nil:
-			p.errorf(k, at, "duplicate field (first set at line %d)", f.keys[name].Line)
+			p.errorf(k, join(path, name), "YAML merge keys (<<) are not supported; write the fields out (an alias *name for a whole block works)")
+		case first != nil:
+			p.errorf(k, join(path, name), "duplicate field (first set at line %d)", first.Line)
 		case !contains(allowed, name):
 			guess := ""
 			if s := closest(name, allowed); s != "" {
 				guess = fmt.Sprintf(" (did you mean %s?)", s)
 			}
-			p.errorf(k, at, "unknown field%s; allowed here: %s%s", guess, strings.Join(allowed, ", "), hint)
+			p.errorf(k, join(path, name), "unknown field%s; allowed here: %s%s", guess, strings.Join(allowed, ", "), hint)
 		default:
-			f.keys[name] = k
-			f.vals[name] = deref(v)
+			f.set = append(f.set, field{name: name, key: k, val: deref(v)})
 		}
 	}
 	return f, true
@@ -225,7 +246,7 @@ func (p *fileParser) list(n *yaml.Node, path, of string) ([]*yaml.Node, bool) {
 
 // missing reports that required field key is not set in f.
 func (p *fileParser) missing(f *fields, key, want string) {
-	if k := f.keys[key]; k != nil {
+	if k := f.key(key); k != nil {
 		p.errorf(k, join(f.path, key), "required field has no value; want %s", want)
 		return
 	}
@@ -262,12 +283,31 @@ func (p *fileParser) integer(f *fields, key string) (int64, bool) {
 	if n == nil {
 		return 0, false
 	}
+	if n.Kind == yaml.ScalarNode && plainDecimal(n.Value) && n.ShortTag() == "!!int" {
+		if v, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+			return v, true // what Decode gives, without its decoder and reflection per number
+		}
+	}
 	var v int64
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
 		p.errorf(n, join(f.path, key), "must be a whole number, got %s", describe(n))
 		return 0, false
 	}
 	return v, true
+}
+
+// plainDecimal reports whether s is a decimal number without sign or
+// leading zero, which every YAML integer syntax reads alike.
+func plainDecimal(s string) bool {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // boolean reads true or false (and YAML 1.1's yes/no/on/off, which

@@ -77,8 +77,8 @@ func newMetrics(version string) *metrics {
 	return m
 }
 
-// forPolicy returns the policy's counters, resolved once per configuration so
-// the hot path does no label lookup.
+// forPolicy returns the policy's counters; a snapshot keeps them, so that
+// the hot path does one label lookup per policy and configuration.
 func (m *metrics) forPolicy(name string) *decisionCounters {
 	return &decisionCounters{
 		allowed:      m.decisions.WithLabelValues(name, DecisionAllowed),
@@ -92,8 +92,14 @@ func (m *metrics) forPolicy(name string) *decisionCounters {
 // nothing; a shadow check of an allowed request counts as shadow_denied when
 // its own decision was a denial.
 func (snap *snapshot) count(p *config.Policy, m *metrics, requestAllowed, checkAllowed bool) {
-	c := snap.counters[p]
-	if c == nil { // a policy built outside the configuration (tests, ad hoc)
+	var c *decisionCounters
+	switch v, ok := snap.counters.Load(p); {
+	case ok:
+		c = v.(*decisionCounters)
+	case snap.cfg.Policies[p.Name] == p:
+		v, _ = snap.counters.LoadOrStore(p, m.forPolicy(p.Name))
+		c = v.(*decisionCounters)
+	default: // a policy built outside the configuration (per request, tests): not kept
 		c = m.forPolicy(p.Name)
 	}
 	switch {

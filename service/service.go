@@ -46,8 +46,12 @@ type Service struct {
 
 // snapshot is one configuration with what the hot path derives from it.
 type snapshot struct {
-	cfg      *config.Config
-	counters map[*config.Policy]*decisionCounters
+	cfg *config.Config
+	// counters holds each policy's decision counters (*config.Policy →
+	// *decisionCounters), resolved at its first decision: a configuration of
+	// many policies costs nothing to install and adds no series to /metrics
+	// for policies that decide nothing.
+	counters sync.Map
 }
 
 // Option configures a Service.
@@ -98,10 +102,7 @@ func (s *Service) Registry() *prometheus.Registry { return s.metrics.registry }
 func (s *Service) Logger() *slog.Logger { return s.log }
 
 func (s *Service) install(cfg *config.Config) {
-	snap := &snapshot{cfg: cfg, counters: make(map[*config.Policy]*decisionCounters, len(cfg.Policies))}
-	for _, p := range cfg.Policies {
-		snap.counters[p] = s.metrics.forPolicy(p.Name)
-	}
+	snap := &snapshot{cfg: cfg}
 	if ls := leaseStore(s.store); ls != nil {
 		ls.SetPolicies(leaseSettings(cfg))
 	}

@@ -6,7 +6,8 @@
 // Each version the server sends is converted (Convert) and handed to an
 // apply function; it is ACKed when applied and NACKed, with the reason in
 // error_detail, when it does not convert or apply, and the configuration in
-// force then stays as it was. A lost stream is opened again after a jittered
+// force then stays as it was. A version past the Limits is NACKed as soon as
+// it is read, before anything is built of it. A lost stream is opened again after a jittered
 // exponential backoff, resubscribing with the last version applied.
 package xdsconfig
 
@@ -75,6 +76,9 @@ type Options struct {
 	// Registerer, when set, gets the client's metrics:
 	// sluice_xds_updates_total and sluice_xds_connected.
 	Registerer prometheus.Registerer
+	// Limits bound what one version may cost; past them it is rejected
+	// before it is built. Zero fields take the defaults.
+	Limits Limits
 }
 
 // Client subscribes to RateLimitConfig resources; Run drives it.
@@ -217,7 +221,7 @@ func (c *Client) stream(ctx context.Context) (received bool, err error) {
 // ended while a repeated NACK was held.
 func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) *discovery.DiscoveryRequest {
 	version := resp.GetVersionInfo()
-	cfg, err := Convert(resp.GetResources())
+	cfg, err := Convert(resp.GetResources(), c.o.Limits)
 	if err == nil {
 		err = c.o.Apply(cfg)
 	}

@@ -45,6 +45,18 @@ type node struct {
 // cleanup.
 func startNode(t *testing.T, addr string, files *config.Config) *node {
 	t.Helper()
+	return startNodeAs(t, addr, files, xdsconfig.Limits{})
+}
+
+// startNodeWithin starts a node without files whose client applies versions
+// within lim.
+func startNodeWithin(t *testing.T, addr string, lim xdsconfig.Limits) *node {
+	t.Helper()
+	return startNodeAs(t, addr, nil, lim)
+}
+
+func startNodeAs(t *testing.T, addr string, files *config.Config, lim xdsconfig.Limits) *node {
+	t.Helper()
 	if files == nil {
 		var err error
 		if files, err = config.ParseDocuments(); err != nil {
@@ -55,7 +67,7 @@ func startNode(t *testing.T, addr string, files *config.Config) *node {
 	svc := service.New(memory.New(memory.WithClock(clock)), files, service.WithLogger(quiet))
 	reg := prometheus.NewRegistry()
 	c, err := xdsconfig.New(xdsconfig.Options{Server: addr, NodeID: xdstest.NodeID, Apply: svc.ApplyDynamic, Logger: quiet,
-		Registerer: reg})
+		Registerer: reg, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func withoutOrigin(c *config.Config) *config.Config {
 // TestConvertMatchesFile: a RateLimitConfig means exactly what the same
 // configuration means in a file.
 func TestConvertMatchesFile(t *testing.T) {
-	got, err := xdsconfig.Convert(anyOf(t, fullConfig()))
+	got, err := xdsconfig.Convert(anyOf(t, fullConfig()), xdsconfig.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,12 +137,12 @@ func TestConvertRejects(t *testing.T) {
 		{"another type", []*anypb.Any{{TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster"}}, "has type"},
 		{"not a proto", []*anypb.Any{{TypeUrl: xdsconfig.TypeURL, Value: []byte{0xff, 0xff}}}, "resource 0"},
 	} {
-		_, err := xdsconfig.Convert(tc.res)
+		_, err := xdsconfig.Convert(tc.res, xdsconfig.Limits{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
 		}
 	}
-	empty, err := xdsconfig.Convert(nil)
+	empty, err := xdsconfig.Convert(nil, xdsconfig.Limits{})
 	if err != nil || len(empty.Domains) != 0 || len(empty.Policies) != 0 {
 		t.Errorf("no resources: %v %+v", err, empty)
 	}
@@ -164,7 +164,7 @@ func FuzzConvert(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := xdsconfig.Convert([]*anypb.Any{{TypeUrl: xdsconfig.TypeURL, Value: data}})
+		cfg, err := xdsconfig.Convert([]*anypb.Any{{TypeUrl: xdsconfig.TypeURL, Value: data}}, xdsconfig.Limits{})
 		if err != nil {
 			return
 		}

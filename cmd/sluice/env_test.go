@@ -74,6 +74,9 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_GRPC_TLS_KEY_FILE":        "/pki/server.key",
 		"SLUICE_GRPC_TLS_CLIENT_CA_FILE":  "/pki/clients.pem",
 		"SLUICE_GRPC_TLS_CLIENT_SAN":      "envoy.internal",
+		"SLUICE_XDS_MAX_BYTES":            "24",
+		"SLUICE_MAX_DESCRIPTORS":          "25",
+		"SLUICE_MAX_DESCRIPTOR_DEPTH":     "26",
 	}
 	want := serveOptions{
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
@@ -89,7 +92,8 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		},
 		xds: xdsOptions{server: "xds.example:18000", nodeID: "edge-1", metadata: "zone=a,tier=gold", tls: true,
 			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal",
-			wait: 9 * time.Second},
+			wait: 9 * time.Second, maxBytes: 24},
+		bounds: configBounds{descriptors: 25, depth: 26},
 		rl: ratelimitOptions{keyPrefix: "team-a:", dynamicMetadata: true, health: httpapi.Healthcheck{Store: true, Domains: true},
 			startEmpty: true, grpcTLS: grpcTLSOptions{certFile: "/pki/server.pem", keyFile: "/pki/server.key",
 				clientCAFile: "/pki/clients.pem", clientSAN: "envoy.internal"}},

@@ -174,7 +174,7 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 			return nil, err
 		}
 	}
-	cfg, err := configLoader(o.configs, o.storeURL, log)()
+	cfg, err := configLoader(o.configs, o.storeURL, config.Limits{}, log)()
 	if err != nil {
 		return nil, err
 	}

@@ -365,7 +365,7 @@ func (e *ratelimitEnv) warn(log *slog.Logger) {
 func (o *ratelimitOptions) firstLoad(paths []string, storeFlag string, load func() (*config.Config, error), log *slog.Logger) (*config.Config, error) {
 	if o.startEmpty && len(paths) > 0 && noConfigFiles(paths) {
 		log.Warn("starting without configuration: no file in the configuration directories yet", "config", strings.Join(paths, ","))
-		return loadFiles(nil, storeFlag)
+		return loadFiles(nil, storeFlag, config.Limits{}) // no files: no bounds to apply
 	}
 	return load()
 }

@@ -43,6 +43,7 @@ type serveOptions struct {
 	shutdown       time.Duration
 	drain          time.Duration // reporting not ready before shutting down; 0: none
 	limits         *connLimits   // nil: defaultConnLimits
+	bounds         configBounds
 	xds            xdsOptions
 	rl             ratelimitOptions // flags envoyproxy/ratelimit's variables needed (ratelimitenv.go)
 }
@@ -110,6 +111,7 @@ func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
 	limits := defaultConnLimits()
 	limits.addFlags(fs)
 	o.limits = &limits
+	o.bounds.addFlags(fs)
 	o.xds.addFlags(fs, os.Getenv)
 	fs.IntVar(&o.streamWorkers, "grpc-stream-workers", runtime.GOMAXPROCS(0), "gRPC: goroutines reused across calls instead of one new goroutine per call (0: one per call)")
 	addRatelimitFlags(fs, &o.rl, os.LookupEnv) // last: it sets defaults of the flags above too
@@ -137,6 +139,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if _, err := o.xds.nodeMetadata(); err != nil {
 		return usageError(fs, err.Error())
+	}
+	if msg := o.bounds.validate(); msg != "" {
+		return usageError(fs, msg)
+	}
+	if o.xds.maxBytes <= 0 {
+		return usageError(fs, "--xds-max-bytes must be positive")
 	}
 	if msg := o.limits.validate(); msg != "" || o.drain < 0 || o.shutdown <= 0 {
 		if msg == "" {
@@ -174,10 +182,10 @@ func cannotStart(err error, stderr io.Writer, log *slog.Logger) int {
 }
 
 // configLoader is how serve (at start and at every reload) and proxy load
-// paths: loadFiles, with the costly policies logged.
-func configLoader(paths []string, storeFlag string, log *slog.Logger) func() (*config.Config, error) {
+// paths within lim: loadFiles, with the costly policies logged.
+func configLoader(paths []string, storeFlag string, lim config.Limits, log *slog.Logger) func() (*config.Config, error) {
 	return func() (*config.Config, error) {
-		cfg, err := loadFiles(paths, storeFlag)
+		cfg, err := loadFiles(paths, storeFlag, lim)
 		if err == nil {
 			for _, w := range cfg.Warnings() {
 				log.Warn("costly policy", "warning", w)
@@ -219,7 +227,7 @@ type server struct {
 // serving, and returns; the server runs until ctx ends.
 func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server, error) {
 	paths := []string(o.configs)
-	load := configLoader(paths, o.storeURL, log)
+	load := configLoader(paths, o.storeURL, o.bounds.limits(), log)
 	// Taken before the load, so the watch reloads a file changed while the
 	// server starts.
 	since := service.Fingerprint(paths)
@@ -250,7 +258,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	}
 	closeStore = sequence(closeOverrides, closeStore)
 	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()), tracingOpt, service.WithOverrides(ov))
-	xds, err := o.xds.client(svc, log)
+	xds, err := o.xds.client(svc, o.bounds.limits(), log)
 	if err != nil {
 		closeStore()
 		return nil, err

@@ -25,6 +25,8 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	var files stringList
 	fs.Var(&files, "config", "a configuration `file` or directory (native or envoyproxy/ratelimit format); repeat for several")
 	storeURL := fs.String("store", "", "the store `URL` serve would be given with --store; overrides the config's store.url")
+	var bounds configBounds
+	bounds.addFlags(fs)
 	positional, code := parseArgs(fs, args)
 	if code >= 0 {
 		return code
@@ -43,7 +45,10 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	if len(paths) == 0 {
 		return usageError(fs, "name at least one configuration file or directory")
 	}
-	cfg, err := loadConfig(paths, *storeURL)
+	if msg := bounds.validate(); msg != "" {
+		return usageError(fs, msg)
+	}
+	cfg, err := loadConfig(paths, *storeURL, bounds.limits())
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -56,10 +61,11 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // loadConfig is the one validation serve (at start and at every reload) and
-// validate share: the files, then the store section as serve would open it
-// with the --store flag's URL, files read but nothing connected to.
-func loadConfig(paths []string, storeFlag string) (*config.Config, error) {
-	cfg, err := config.Load(paths...)
+// validate share: the files within lim, then the store section as serve
+// would open it with the --store flag's URL, files read but nothing
+// connected to.
+func loadConfig(paths []string, storeFlag string, lim config.Limits) (*config.Config, error) {
+	cfg, err := lim.Load(paths...)
 	if err != nil {
 		return nil, err
 	}

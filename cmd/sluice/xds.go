@@ -28,6 +28,8 @@ type xdsOptions struct {
 	serverName                string
 
 	wait time.Duration // /readyz waits this long for the first version; 0: not at all
+
+	maxBytes int64 // of a version's decoded form (xdsconfig.Limits.Bytes)
 }
 
 // addFlags defines the flags on fs. Their defaults come from
@@ -53,6 +55,7 @@ func (x *xdsOptions) addFlags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&x.certFile, "xds-cert-file", def.certFile, "PEM `file` of a client certificate for the xDS server, with --xds-key-file")
 	fs.StringVar(&x.keyFile, "xds-key-file", def.keyFile, "PEM `file` of the client certificate's key")
 	fs.StringVar(&x.serverName, "xds-server-name", def.serverName, "the `name` to verify the xDS server's certificate against (default: the host of --xds-server)")
+	fs.Int64Var(&x.maxBytes, "xds-max-bytes", xdsconfig.DefaultMaxBytes, "the most `bytes` one version from the xDS server may take decoded (about 1 KB a descriptor, plus its key and value); past it the version is NACKed")
 	fs.DurationVar(&x.wait, "xds-wait", 30*time.Second, "with --xds-server: how long /readyz answers 503 and gRPC health NOT_SERVING waiting for the first configuration from it, before reporting ready without it (0: no wait)")
 }
 
@@ -88,9 +91,9 @@ func (x *xdsOptions) nodeMetadata() (map[string]string, error) {
 	return md, nil
 }
 
-// client returns the xDS client that applies to svc, or nil without
-// --xds-server.
-func (x *xdsOptions) client(svc *service.Service, log *slog.Logger) (*xdsconfig.Client, error) {
+// client returns the xDS client that applies to svc versions within lim, or
+// nil without --xds-server.
+func (x *xdsOptions) client(svc *service.Service, lim config.Limits, log *slog.Logger) (*xdsconfig.Client, error) {
 	if x.server == "" {
 		return nil, nil
 	}
@@ -103,7 +106,8 @@ func (x *xdsOptions) client(svc *service.Service, log *slog.Logger) (*xdsconfig.
 		return nil, err
 	}
 	return xdsconfig.New(xdsconfig.Options{Server: x.server, NodeID: x.nodeID, NodeMetadata: md, TLS: tc,
-		Apply: svc.ApplyDynamic, Logger: log, Registerer: svc.Registry()})
+		Apply: svc.ApplyDynamic, Logger: log, Registerer: svc.Registry(),
+		Limits: xdsconfig.Limits{Descriptors: lim.Descriptors, Depth: lim.Depth, Bytes: x.maxBytes}})
 }
 
 // waitingFor returns what readiness still waits for: the first version from
@@ -150,9 +154,9 @@ func runXDS(ctx context.Context, c *xdsconfig.Client) {
 
 // loadFiles is loadConfig, except that with no files, which serve allows
 // when xDS provides the domains, it is an empty configuration.
-func loadFiles(paths []string, storeFlag string) (*config.Config, error) {
+func loadFiles(paths []string, storeFlag string, lim config.Limits) (*config.Config, error) {
 	if len(paths) > 0 {
-		return loadConfig(paths, storeFlag)
+		return loadConfig(paths, storeFlag, lim)
 	}
 	cfg, err := config.ParseDocuments()
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/xdstest"
+	"github.com/sluicehq/sluice/xdsconfig"
 )
 
 // TestServeFromXDS: serve with no file takes its domains from an xDS
@@ -210,10 +211,11 @@ func TestXDSFlags(t *testing.T) {
 		}
 		var x xdsOptions
 		x.addFlags(flag.NewFlagSet("t", flag.ContinueOnError), func(k string) string { return env[k] })
-		want := xdsOptions{nodeID: "default", wait: 30 * time.Second}
+		want := xdsOptions{nodeID: "default", wait: 30 * time.Second, maxBytes: xdsconfig.DefaultMaxBytes}
 		if xdsType {
 			want = xdsOptions{server: "cp:18000", nodeID: "rl", metadata: "a=b", tls: true, caFile: "ca.pem",
-				certFile: "c.pem", keyFile: "c.key", serverName: "cp.internal", wait: 30 * time.Second}
+				certFile: "c.pem", keyFile: "c.key", serverName: "cp.internal", wait: 30 * time.Second,
+				maxBytes: xdsconfig.DefaultMaxBytes}
 		}
 		if x != want {
 			t.Errorf("CONFIG_TYPE=%q: %+v, want %+v", env["CONFIG_TYPE"], x, want)

@@ -34,6 +34,7 @@ type ControlPlane struct {
 
 	mu       sync.Mutex
 	requests []*discovery.DiscoveryRequest
+	onSend   func(version string)
 }
 
 // Start listens on addr ("127.0.0.1:0" for any port), with opts (such as
@@ -59,6 +60,13 @@ func Start(t testing.TB, addr string, opts ...grpc.ServerOption) *ControlPlane {
 		defer cp.mu.Unlock()
 		cp.requests = append(cp.requests, req)
 		return nil
+	}, StreamResponseFunc: func(_ context.Context, _ int64, _ *discovery.DiscoveryRequest, resp *discovery.DiscoveryResponse) {
+		cp.mu.Lock()
+		f := cp.onSend
+		cp.mu.Unlock()
+		if f != nil {
+			f(resp.GetVersionInfo())
+		}
 	}}
 	discovery.RegisterAggregatedDiscoveryServiceServer(cp.grpc, server.NewServer(context.Background(), cp.cache, callbacks))
 	go func() {
@@ -89,6 +97,14 @@ func (cp *ControlPlane) Set(version string, configs ...*rlsconf.RateLimitConfig)
 	if err := cp.cache.SetSnapshot(context.Background(), NodeID, snap); err != nil {
 		cp.t.Fatal(err)
 	}
+}
+
+// OnSend has f called with the version of every response, just before the
+// server sends it.
+func (cp *ControlPlane) OnSend(f func(version string)) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.onSend = f
 }
 
 // Seen returns the first request received that satisfies ok, or nil.
