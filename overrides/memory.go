@@ -27,8 +27,11 @@ func (m *memoryBackend) put(_ context.Context, o Override, now time.Time) error 
 		for _, p := range m.byID {
 			total += len(p)
 		}
-		if err := checkBounds(len(ps), total); err != nil {
-			return err
+		switch {
+		case len(ps) >= MaxPerPolicy:
+			return errFull(true, MaxPerPolicy)
+		case total >= MaxTotal:
+			return errFull(false, MaxTotal)
 		}
 	}
 	if ps == nil {
@@ -40,10 +43,11 @@ func (m *memoryBackend) put(_ context.Context, o Override, now time.Time) error 
 	return nil
 }
 
-func (m *memoryBackend) remove(_ context.Context, policy, target string) (bool, error) {
+func (m *memoryBackend) remove(_ context.Context, policy, target string, now time.Time) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.byID[policy][target]; !ok {
+	o, ok := m.byID[policy][target]
+	if !ok {
 		return false, nil
 	}
 	delete(m.byID[policy], target)
@@ -51,27 +55,25 @@ func (m *memoryBackend) remove(_ context.Context, policy, target string) (bool, 
 		delete(m.byID, policy)
 	}
 	m.v++
-	return true, nil
+	return !o.Expired(now), nil
 }
 
-func (m *memoryBackend) load(_ context.Context, now time.Time) (int64, []Override, error) {
+// sync returns every override when anything changed: the Store is in the
+// same process.
+func (m *memoryBackend) sync(_ context.Context, from position) (delta, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var list []Override
+	d := delta{to: position{version: m.v}}
+	if d.to == from {
+		return d, nil
+	}
+	d.full = true
 	for _, ps := range m.byID {
 		for _, o := range ps {
-			if !o.Expired(now) {
-				list = append(list, o)
-			}
+			d.changes = append(d.changes, change{o: o})
 		}
 	}
-	return m.v, list, nil
-}
-
-func (m *memoryBackend) version(context.Context) (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.v, nil
+	return d, nil
 }
 
 // prune forgets expired overrides, so that they do not count against the
@@ -89,13 +91,11 @@ func (m *memoryBackend) prune(now time.Time) {
 	}
 }
 
-// checkBounds refuses one more override for a policy holding n of a total.
-func checkBounds(n, total int) error {
-	switch {
-	case n >= MaxPerPolicy:
-		return fmt.Errorf("%w: a policy holds at most %d; remove some first", ErrFull, MaxPerPolicy)
-	case total >= MaxTotal:
-		return fmt.Errorf("%w: at most %d in all; remove some first", ErrFull, MaxTotal)
+// errFull refuses one more override: a policy holds at most max (perPolicy),
+// or all policies together.
+func errFull(perPolicy bool, max int) error {
+	if perPolicy {
+		return fmt.Errorf("%w: a policy holds at most %d; remove some first", ErrFull, max)
 	}
-	return nil
+	return fmt.Errorf("%w: at most %d in all; remove some first", ErrFull, max)
 }

@@ -4,9 +4,12 @@
 // and burst for the keys it names, until it expires or is removed.
 //
 // A Store keeps the overrides in memory (one node) or in Redis (every node
-// using that Redis applies them: a change is published and every node
-// reloads it, with a periodic version check as the safety net), and serves
-// the hot path from an immutable Set swapped in atomically on each change.
+// using that Redis applies them: a change is published, and every node
+// reads what changed since it last read, with a periodic check as the
+// safety net), and serves the hot path from an immutable Set swapped in
+// atomically on each change. Redis keeps the history's epoch with the
+// overrides, so a node notices when Redis lost them or went back to an
+// older copy, and then enforces what Redis holds.
 //
 // An override changes the limit, not the key's state: the state stays under
 // the policy's name, so raising or lowering a limit keeps what was counted.

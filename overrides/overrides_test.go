@@ -110,7 +110,7 @@ func testStore(t *testing.T, a, b *Store, clock *storetest.Clock) {
 		t.Errorf("deleting what is not there: %v", err)
 	}
 	clock.Set(t0.Add(time.Minute))
-	if err := a.refresh(ctx); err != nil {
+	if err := a.Reload(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if a.Snapshot().Len() != 0 {

@@ -98,7 +98,7 @@ func TestRedisDown(t *testing.T) {
 	if _, err := a.Put(ctx, base, Override{Key: "k", Limit: 8, Period: time.Second}); err == nil {
 		t.Error("Put with Redis down succeeded")
 	}
-	if err := a.refresh(ctx); err == nil {
+	if err := a.Reload(ctx); err == nil {
 		t.Error("refresh with Redis down succeeded")
 	}
 	if o := a.Snapshot().Lookup("api", "k", time.Now()); o == nil || o.Limit != 7 {

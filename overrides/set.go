@@ -2,6 +2,7 @@ package overrides
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 )
@@ -11,6 +12,7 @@ import (
 type Set struct {
 	policies map[string]*policySet
 	total    int
+	next     time.Time // the soonest expiry; zero when none expires
 }
 
 // policySet is one policy's overrides.
@@ -20,41 +22,106 @@ type policySet struct {
 	// lengths are the prefixes' distinct lengths, longest first: a lookup
 	// tries the key's own prefixes of these lengths only.
 	lengths []int
-	count   int
+	next    time.Time // the soonest expiry; zero when none expires
 }
 
 // NewSet indexes list; later entries replace earlier ones with the same
 // policy and target. It copies what it keeps.
 func NewSet(list []Override) *Set {
-	s := &Set{policies: map[string]*policySet{}}
-	for i := range list {
-		o := list[i]
-		ps := s.policies[o.Policy]
+	changes := make([]change, len(list))
+	for i, o := range list {
+		changes[i] = change{o: o}
+	}
+	return (*Set)(nil).with(changes, time.Time{})
+}
+
+// with returns s with changes made, in order, and the overrides expired at
+// now left out. It shares the policies it does not change with s, so a
+// change costs the size of its policy, not of every override.
+func (s *Set) with(changes []change, now time.Time) *Set {
+	out := &Set{policies: map[string]*policySet{}}
+	edited := map[string]*policySet{}
+	edit := func(name string) *policySet {
+		ps := edited[name]
 		if ps == nil {
 			ps = &policySet{exact: map[string]*Override{}, prefixes: map[string]*Override{}}
-			s.policies[o.Policy] = ps
+			if old := out.policies[name]; old != nil {
+				maps.Copy(ps.exact, old.exact)
+				maps.Copy(ps.prefixes, old.prefixes)
+			}
+			edited[name] = ps
 		}
-		m := ps.exact
-		if o.Prefix != "" {
-			m = ps.prefixes
-		}
-		target := o.Key + o.Prefix
-		if _, dup := m[target]; !dup {
-			ps.count++
-			s.total++
-		}
-		m[target] = &o
+		return ps
 	}
-	for _, ps := range s.policies {
-		for p := range ps.prefixes {
-			if !slices.Contains(ps.lengths, len(p)) {
-				ps.lengths = append(ps.lengths, len(p))
+	if s != nil {
+		for name, ps := range s.policies {
+			out.policies[name] = ps
+			if expired(ps.next, now) {
+				edit(name)
 			}
 		}
-		slices.SortFunc(ps.lengths, func(a, b int) int { return cmp.Compare(b, a) })
 	}
-	return s
+	for _, c := range changes {
+		ps := edit(c.o.Policy)
+		m, target := ps.exact, c.o.Key
+		if c.o.Prefix != "" {
+			m, target = ps.prefixes, c.o.Prefix
+		}
+		if c.removed {
+			delete(m, target)
+		} else {
+			o := c.o
+			m[target] = &o
+		}
+	}
+	for name, ps := range edited {
+		if ps.index(now); ps.count() == 0 {
+			delete(out.policies, name)
+		} else {
+			out.policies[name] = ps
+		}
+	}
+	for _, ps := range out.policies {
+		out.total += ps.count()
+		out.next = soonest(out.next, ps.next)
+	}
+	return out
 }
+
+// index drops the overrides expired at now and computes lengths and next.
+func (ps *policySet) index(now time.Time) {
+	for _, m := range []map[string]*Override{ps.exact, ps.prefixes} {
+		for target, o := range m {
+			if o.Expired(now) {
+				delete(m, target)
+				continue
+			}
+			ps.next = soonest(ps.next, o.ExpiresAt)
+		}
+	}
+	for p := range ps.prefixes {
+		if !slices.Contains(ps.lengths, len(p)) {
+			ps.lengths = append(ps.lengths, len(p))
+		}
+	}
+	slices.SortFunc(ps.lengths, func(a, b int) int { return cmp.Compare(b, a) })
+}
+
+func (ps *policySet) count() int { return len(ps.exact) + len(ps.prefixes) }
+
+// soonest is the earlier of two expiries, zero standing for none.
+func soonest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// expired reports whether an expiry (zero: none) has passed at now.
+func expired(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
+
+// expiredBy reports whether any override in s has expired at now.
+func (s *Set) expiredBy(now time.Time) bool { return s != nil && expired(s.next, now) }
 
 // Has reports whether policy has any override: the hot path asks this
 // first, so policies without overrides cost one map lookup.
@@ -100,7 +167,7 @@ func (s *Set) Count(policy string) int {
 	if s == nil || s.policies[policy] == nil {
 		return 0
 	}
-	return s.policies[policy].count
+	return s.policies[policy].count()
 }
 
 // List returns the overrides of policy, or of every policy when policy is

@@ -13,14 +13,41 @@ import (
 
 // backend is where overrides live: this process, or Redis.
 type backend interface {
-	// put stores o, refusing with ErrFull a new one beyond the bounds.
+	// put stores o, refusing with ErrFull one more in force beyond the
+	// bounds (expired overrides do not count).
 	put(ctx context.Context, o Override, now time.Time) error
-	// remove deletes policy's override of target; false when there was none.
-	remove(ctx context.Context, policy, target string) (bool, error)
-	// load returns every override and the version they are at.
-	load(ctx context.Context, now time.Time) (version int64, list []Override, err error)
-	// version returns the version, which every change increments.
-	version(ctx context.Context) (int64, error)
+	// remove deletes policy's override of target; false when none was in
+	// force.
+	remove(ctx context.Context, policy, target string, now time.Time) (bool, error)
+	// sync returns what changed since from.
+	sync(ctx context.Context, from position) (delta, error)
+}
+
+// position is where a snapshot stands in the backend's history of changes.
+type position struct {
+	// epoch names the history: Redis starts a new one when it has lost the
+	// overrides, and its version then counts from zero again.
+	epoch   string
+	version int64
+	// head is the last change's id: two histories at one version (a
+	// replica promoted, then changed as often as the lost master) differ.
+	head string
+}
+
+// delta is what changed since a position.
+type delta struct {
+	to   position
+	full bool // changes hold every override, to replace the snapshot with
+	// diverged: the history has another change at the version read last.
+	diverged bool
+	changes  []change
+}
+
+// change is one override set, or removed (only its Policy, Key and Prefix
+// are then set).
+type change struct {
+	o       Override
+	removed bool
 }
 
 // Store keeps the overrides and a snapshot of them for the hot path. It is
@@ -34,11 +61,11 @@ type Store struct {
 	current atomic.Pointer[Set]
 	changed chan struct{} // a change may have happened elsewhere: reload
 
-	mu      sync.Mutex // serializes reloads, so versions only move forward
-	version int64
-	loaded  bool
+	mu  sync.Mutex // serializes reloads: each starts where the last ended
+	pos position
 
 	changes *prometheus.CounterVec
+	reads   *prometheus.CounterVec
 	gauge   *prometheus.GaugeVec
 	gauged  map[string]bool
 }
@@ -63,9 +90,10 @@ func WithKeyPrefix(prefix string) Option { return func(s *Store) { s.prefix = pr
 func WithPollInterval(d time.Duration) Option { return func(s *Store) { s.poll = d } }
 
 // Collectors returns the Store's metrics, for a Prometheus registry:
-// sluice_overrides_changes_total{op} and sluice_overrides{policy}.
+// sluice_overrides_changes_total{op}, sluice_overrides_reads_total{kind} and
+// sluice_overrides{policy}.
 func (s *Store) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.changes, s.gauge}
+	return []prometheus.Collector{s.changes, s.reads, s.gauge}
 }
 
 // DefaultPollInterval is how often a Redis-backed Store checks the version:
@@ -77,6 +105,8 @@ func newStore(b backend, opts []Option) *Store {
 		changed: make(chan struct{}, 1), gauged: map[string]bool{},
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_overrides_changes_total",
 			Help: "Overrides set (op=set) and removed (op=delete) through this node."}, []string{"op"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_overrides_reads_total",
+			Help: "Changes to the overrides read by this node: what changed (kind=delta), or every override (kind=full)."}, []string{"kind"}),
 		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_overrides",
 			Help: "Overrides in force per policy, as this node sees them."}, []string{"policy"}),
 	}
@@ -122,7 +152,7 @@ func (s *Store) Put(ctx context.Context, base sluice.Policy, o Override) (Overri
 // Delete removes policy's override of target (Override.Target's form);
 // ErrNotFound when there is none.
 func (s *Store) Delete(ctx context.Context, policy, target string) error {
-	ok, err := s.b.remove(ctx, policy, target)
+	ok, err := s.b.remove(ctx, policy, target, s.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -144,24 +174,56 @@ func (s *Store) reloadAfterChange(ctx context.Context) {
 	}
 }
 
-// Reload reads every override from the backend and installs them.
+// Reload brings the snapshot up to date with the backend: it reads what
+// changed since the last Reload, or every override when the backend's
+// history is not the one the snapshot follows (Redis lost the overrides, or
+// went back in time to a replica's older copy), and drops expired
+// overrides. Run calls it every poll interval and on every change published.
 func (s *Store) Reload(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v, list, err := s.b.load(ctx, s.clock.Now())
+	d, err := s.b.sync(ctx, s.pos)
 	if err != nil {
 		return err
 	}
-	if s.loaded && v < s.version {
-		return nil // a reload that started earlier finished later: keep the newer
+	from := s.pos
+	s.pos = d.to
+	now, cur := s.clock.Now(), s.Snapshot()
+	switch {
+	case d.full:
+		s.reads.WithLabelValues("full").Inc()
+		if why := lostBecause(from, d); why != "" {
+			s.log.Warn("the overrides in Redis are not the ones this node followed; enforcing what Redis holds now",
+				"why", why, "overrides", len(d.changes))
+		}
+		s.install((*Set)(nil).with(d.changes, now))
+	case len(d.changes) > 0:
+		s.reads.WithLabelValues("delta").Inc()
+		s.install(cur.with(d.changes, now))
+	case cur.expiredBy(now):
+		s.install(cur.with(nil, now))
 	}
-	s.install(v, NewSet(list))
 	return nil
 }
 
+// lostBecause says why a node that followed the history at from reads every
+// override (d), when Redis lost or rewound changes; "" when the node only
+// fell behind by more than the change log holds, or had read nothing yet.
+func lostBecause(from position, d delta) string {
+	to := d.to
+	switch {
+	case from.epoch == "":
+		return ""
+	case to.epoch != from.epoch:
+		return "Redis lost them (a restart without persistence, a flush, an eviction, an empty replica promoted): a new history began"
+	case d.diverged || to.version < from.version || to.version == from.version && to.head != from.head:
+		return "Redis went back to an older copy (a replica promoted before it had every change)"
+	}
+	return ""
+}
+
 // install puts set in force and updates the gauge; s.mu is held.
-func (s *Store) install(v int64, set *Set) {
-	s.version, s.loaded = v, true
+func (s *Store) install(set *Set) {
 	s.current.Store(set)
 	names := map[string]bool{}
 	for _, p := range set.policyNames() {
@@ -174,36 +236,6 @@ func (s *Store) install(v int64, set *Set) {
 		}
 	}
 	s.gauged = names
-}
-
-// refresh reloads when the version moved, and drops expired overrides from
-// the snapshot.
-func (s *Store) refresh(ctx context.Context) error {
-	v, err := s.b.version(ctx)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	same := s.loaded && v == s.version
-	s.mu.Unlock()
-	if same && !s.hasExpired() {
-		return nil
-	}
-	return s.Reload(ctx)
-}
-
-func (s *Store) hasExpired() bool {
-	set, now := s.Snapshot(), s.clock.Now()
-	for _, ps := range set.policies {
-		for _, m := range []map[string]*Override{ps.exact, ps.prefixes} {
-			for _, o := range m {
-				if o.Expired(now) {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // Run keeps the snapshot current until ctx ends: it reloads when told of a
@@ -222,7 +254,7 @@ func (s *Store) Run(ctx context.Context) {
 		case <-s.changed:
 		case <-t.C:
 		}
-		err := s.refresh(ctx)
+		err := s.Reload(ctx)
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
 			s.log.Warn("cannot read the overrides; the last ones read stay in force", "error", err)
