@@ -3,7 +3,7 @@ package deploy
 import (
 	"testing"
 
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/config"
 )
 
 // maxPods is the most pods of sluice serve the objects can run at once: the

@@ -55,7 +55,7 @@ func newConfig(opts []Option) config {
 // far enough ahead of the server's clock that its resets still lie in the
 // future when the run reaches them; otherwise keys expire in real time
 // before their virtual reset, admissions are forgotten and the exact
-// algorithms over-admit. (The test suites start at 2100; `sluice lab` a day
+// algorithms over-admit. (The test suites start at 2100; `sluice-lab` a day
 // ahead of the wall clock.)
 func WithClock(c sluice.Clock) Option { return func(cf *config) { cf.clock = c } }
 

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/loadgen"
+	"github.com/sluicehq/sluice/internal/loadgen"
 )
 
 const benchDescription = `Bench generates load against a rate limiter and reports throughput (decisions
@@ -35,7 +36,7 @@ call failed: the target is down or misconfigured), 2 for a usage error.`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var tc loadgen.TargetConfig
-	fs := newFlagSet("bench", "sluice bench --target URL [--concurrency N] [--duration D] [--requests N] [flags]", benchDescription, stderr)
+	fs := cli.NewFlagSet("sluice bench", "sluice bench --target URL [--concurrency N] [--duration D] [--requests N] [flags]", benchDescription, stderr)
 	target := fs.String("target", "", "what to load: grpc://host:port, http://host:port, memory:// or redis://host:port")
 	concurrency := fs.Int("concurrency", 64, "workers, each with one call in flight")
 	duration := fs.Duration("duration", 10*time.Second, "stop after this long")
@@ -53,7 +54,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&tc.Timeout, "timeout", 5*time.Second, "give up on one call after this long")
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object (and no progress)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if tc.Limit == 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func startBenchServer(t *testing.T) *server {
 	writeFile(t, envoy, benchEnvoyConfig)
 	log, _ := newLogger(&syncBuffer{}, "text", "warn")
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := startServer(ctx, serveOptions{configs: stringList{native, envoy}, httpAddr: "127.0.0.1:0",
+	srv, err := startServer(ctx, serveOptions{configs: cli.StringList{native, envoy}, httpAddr: "127.0.0.1:0",
 		grpcAddr: "127.0.0.1:0", shutdown: 2 * time.Second}, log)
 	if err != nil {
 		cancel()

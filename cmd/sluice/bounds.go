@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/config"
 )
 
 // configBounds are the flags that bound one configuration: the files of a

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"path/filepath"
 	"strings"
@@ -60,7 +61,7 @@ func TestBoundsFlagsOnXDS(t *testing.T) {
 	cp.Set("v1", version(5))
 	var o serveOptions
 	fs := newServeFlags(&o, io.Discard)
-	if code := parseFlags(fs, []string{"--xds-server", cp.Addr, "--xds-node-id", xdstest.NodeID, "--max-descriptors", "3",
+	if code := cli.ParseFlags(fs, []string{"--xds-server", cp.Addr, "--xds-node-id", xdstest.NodeID, "--max-descriptors", "3",
 		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--xds-wait", "0"}); code >= 0 {
 		t.Fatalf("flags: %d", code)
 	}

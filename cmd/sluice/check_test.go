@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,7 +90,7 @@ func startCheckServer(t *testing.T, path string) string {
 	t.Helper()
 	log, _ := newLogger(&syncBuffer{}, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := startServer(ctx, serveOptions{configs: stringList{path}, httpAddr: "127.0.0.1:0", shutdown: 5 * time.Second}, log)
+	srv, err := startServer(ctx, serveOptions{configs: cli.StringList{path}, httpAddr: "127.0.0.1:0", shutdown: 5 * time.Second}, log)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/internal/cli"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,7 @@ func TestServeConfigDirectory(t *testing.T) {
 	logs := &syncBuffer{}
 	log, _ := newLogger(logs, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := startServer(ctx, serveOptions{configs: stringList{dir}, httpAddr: "127.0.0.1:0", shutdown: 5 * time.Second}, log)
+	srv, err := startServer(ctx, serveOptions{configs: cli.StringList{dir}, httpAddr: "127.0.0.1:0", shutdown: 5 * time.Second}, log)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net"
 	"net/http"
@@ -35,7 +36,7 @@ func TestServeDrains(t *testing.T) {
 	log, _ := newLogger(logs, "text", "info")
 	ctx, sigterm := context.WithCancel(context.Background())
 	// The drain is long so that nothing below races it; the test ends it.
-	o := serveOptions{configs: stringList{native, envoy}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0",
+	o := serveOptions{configs: cli.StringList{native, envoy}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0",
 		shutdown: waitLimit, drain: time.Hour}
 	srv, err := startServer(ctx, o, log)
 	if err != nil {

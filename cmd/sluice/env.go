@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"strings"
 )
@@ -43,7 +44,7 @@ func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) int {
 		if !ok {
 			return
 		}
-		if list, isList := f.Value.(*stringList); isList {
+		if list, isList := f.Value.(*cli.StringList); isList {
 			for _, item := range strings.Split(v, ",") {
 				if item = strings.TrimSpace(item); item != "" {
 					_ = list.Set(item)
@@ -52,7 +53,7 @@ func applyEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) int {
 			return
 		}
 		if err := f.Value.Set(v); err != nil {
-			fmt.Fprintf(fs.Output(), "sluice %s: %s=%q: %s\n", fs.Name(), name, v, valueReason(f, err.Error()))
+			fmt.Fprintf(fs.Output(), "%s: %s=%q: %s\n", fs.Name(), name, v, cli.ValueReason(f, err.Error()))
 			code = 2
 		}
 	})

@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"flag"
-	"github.com/sluicehq/sluice/envoyrls"
-	"github.com/sluicehq/sluice/httpapi"
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/envoyrls"
+	"github.com/sluicehq/sluice/internal/httpapi"
 	"io"
 	"os"
 	"path/filepath"
@@ -79,7 +80,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_MAX_DESCRIPTOR_DEPTH":     "26",
 	}
 	want := serveOptions{
-		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
+		configs: cli.StringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
 		grpcAddr: "", healthAddr: "127.0.0.1:10", adminAddr: "127.0.0.1:11", adminTokenFile: "/run/secrets/token", rlsHeaders: true, logFormat: "json",
 		logLevel: "debug", shutdown: 3 * time.Second, streamWorkers: 7, drain: 2 * time.Second,
 		rlsLimitHdrs: true, rlsLimitNames: defaultLimitNames,
@@ -106,7 +107,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 	// Flags on the command line win, each one separately.
 	o = serveOptions{}
 	fs = newServeFlags(&o, io.Discard)
-	if code := parseFlags(fs, []string{"--config", "c.yaml", "--http-addr", ":1", "--grpc-stream-workers", "0"}); code >= 0 {
+	if code := cli.ParseFlags(fs, []string{"--config", "c.yaml", "--http-addr", ":1", "--grpc-stream-workers", "0"}); code >= 0 {
 		t.Fatalf("parse: %d", code)
 	}
 	if code := applyEnv(fs, envLookup(env)); code >= 0 {
@@ -119,7 +120,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 	// A value that does not parse is one clear line naming the variable.
 	var errb strings.Builder
 	fs = newServeFlags(&serveOptions{}, &errb)
-	_ = parseFlags(fs, nil)
+	_ = cli.ParseFlags(fs, nil)
 	if code := applyEnv(fs, envLookup(map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "soon"})); code != 2 ||
 		!strings.Contains(errb.String(), `SLUICE_SHUTDOWN_TIMEOUT="soon": want a duration`) {
 		t.Errorf("bad value: exit %d %q", code, errb.String())
@@ -262,7 +263,7 @@ func TestProxyFlagsFromEnvironment(t *testing.T) {
 	limits.httpMaxConns, limits.httpReadHeader, limits.httpRead, limits.httpIdle, limits.httpMaxHeaderBytes =
 		19, 20*time.Second, 21*time.Second, 22*time.Second, 23
 	limits.httpMaxConnsPerIP, limits.httpMinBodyRate = 24, 25
-	want := proxyOptions{configs: stringList{"a.yaml", "b.yaml"}, upstream: "http://127.0.0.1:9000", fwdAuth: true,
+	want := proxyOptions{configs: cli.StringList{"a.yaml", "b.yaml"}, upstream: "http://127.0.0.1:9000", fwdAuth: true,
 		listen: "127.0.0.1:9", healthAddr: "", storeURL: "redis://127.0.0.1:6379", logFormat: "json", logLevel: "debug",
 		shutdown: 3 * time.Second, drain: 2 * time.Second, limits: &limits}
 	var o proxyOptions
@@ -274,7 +275,7 @@ func TestProxyFlagsFromEnvironment(t *testing.T) {
 // case in env and a row in the environment table of docs/doc.
 func checkEnvFlags(t *testing.T, fs *flag.FlagSet, env map[string]string, got, want any, doc string) {
 	t.Helper()
-	if code := parseFlags(fs, nil); code >= 0 {
+	if code := cli.ParseFlags(fs, nil); code >= 0 {
 		t.Fatalf("parse: %d", code)
 	}
 	if code := applyEnv(fs, envLookup(env)); code >= 0 {
@@ -287,7 +288,7 @@ func checkEnvFlags(t *testing.T, fs *flag.FlagSet, env map[string]string, got, w
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range flagNames(fs) {
+	for _, name := range cli.FlagNames(fs) {
 		if _, ok := env[envName(name)]; !ok {
 			t.Errorf("--%s has no case in this test", name)
 		}

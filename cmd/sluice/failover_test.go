@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -68,7 +69,7 @@ func startServeIn(t *testing.T, dir, native string, mods ...func(*serveSetup)) *
 	writeFile(t, s.native, native)
 	writeFile(t, envoy, envoyConfig)
 	setup := serveSetup{
-		opts: serveOptions{configs: stringList{s.native, envoy},
+		opts: serveOptions{configs: cli.StringList{s.native, envoy},
 			httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second},
 		logLevel: "info", logFormat: "text",
 	}

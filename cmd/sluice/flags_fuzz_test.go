@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/sluicehq/sluice/internal/cli"
 	"strings"
 	"testing"
 )
@@ -19,11 +20,11 @@ func FuzzParseArgs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line string) {
 		args := strings.Fields(line)
 		var errb strings.Builder
-		fs := newFlagSet("validate", "sluice validate FILE...", "d", &errb)
-		var files stringList
+		fs := cli.NewFlagSet("sluice validate", "sluice validate FILE...", "d", &errb)
+		var files cli.StringList
 		fs.Var(&files, "config", "file")
 		fs.String("store", "", "URL")
-		positional, code := parseArgs(fs, args)
+		positional, code := cli.ParseArgs(fs, args)
 		switch code {
 		case -1:
 			if errb.Len() != 0 {

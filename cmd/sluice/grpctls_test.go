@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"github.com/sluicehq/sluice/internal/cli"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -96,7 +97,7 @@ func TestServeGRPCOverTLS(t *testing.T) {
 	writeFile(t, cfgPath, envoyConfig)
 	log, _ := newLogger(&syncBuffer{}, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
-	o := serveOptions{configs: stringList{cfgPath}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: waitLimit,
+	o := serveOptions{configs: cli.StringList{cfgPath}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: waitLimit,
 		rl: ratelimitOptions{grpcTLS: grpcTLSOptions{certFile: certFile, keyFile: keyFile, clientCAFile: caFile, clientSAN: "envoy.internal"}}}
 	srv, err := startServer(ctx, o, log)
 	if err != nil {

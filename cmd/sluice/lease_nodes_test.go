@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/loadgen"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/loadgen"
 )
 
 // TestLeaseNodesBound: two serve nodes with leases on one Redis, loaded at

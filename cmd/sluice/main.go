@@ -4,7 +4,6 @@
 //	sluice proxy --config FILE --upstream URL   limit traffic to an HTTP upstream
 //	sluice check --policy P --key K ask a running service for a decision
 //	sluice override set|list|rm     limits set at runtime for a key or a tenant
-//	sluice lab SCENARIO             reproduce the classic overshoot failures
 //	sluice bench --target URL       load-test a rate limiter (gRPC RLS, HTTP or the library)
 //	sluice validate FILE|DIR...     check configuration files
 //	sluice version                  print the version (also sluice --version)
@@ -15,6 +14,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"os"
 	"os/signal"
@@ -36,7 +36,7 @@ func commands() []command {
 		{"proxy", "run a rate-limiting reverse proxy in front of an HTTP upstream", runProxy},
 		{"check", "ask a running service whether a request is allowed", runCheck},
 		{"override", "set, list and remove limits set at runtime for a key or a tenant", runOverride},
-		{"lab", "reproduce how distributed rate limiters overshoot, next to Sluice", runLab},
+		{"lab", "the overshoot lab, a command of its own: go run ./cmd/sluice-lab SCENARIO", runLab},
 		{"bench", "generate load against a rate limiter and report throughput, latency and decisions", runBench},
 		{"validate", "check configuration files and report every problem", runValidate},
 		{"version", "print the version", runVersion},
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		what = "flag"
 	}
 	msg := fmt.Sprintf("sluice: unknown %s %q", what, name)
-	if guess := closest(strings.TrimLeft(name, "-"), names); guess != "" && what == "command" {
+	if guess := cli.Closest(strings.TrimLeft(name, "-"), names); guess != "" && what == "command" {
 		msg += fmt.Sprintf("; did you mean %q?", guess)
 	}
 	fmt.Fprintf(stderr, "%s (sluice -h lists the commands)\n", msg)
@@ -105,4 +105,12 @@ Start here:
 Run "sluice help COMMAND" or "sluice COMMAND -h" for a command's flags,
 "sluice --version" for the version.
 `)
+}
+
+// runLab points at the lab's own command: its plotting is kept out of this
+// binary.
+func runLab(_ context.Context, args []string, _, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "sluice lab: the lab is a command of its own, so that sluice does not carry its plotting:\n  go run ./cmd/sluice-lab %s\n",
+		strings.Join(args, " "))
+	return 2
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"net/url"
@@ -61,7 +62,7 @@ func runOverride(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func runOverrideSet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("override set", "sluice override set POLICY (--key K | --prefix P) --limit N [flags]", overrideDescription, stderr)
+	fs := cli.NewFlagSet("sluice override set", "sluice override set POLICY (--key K | --prefix P) --limit N [flags]", overrideDescription, stderr)
 	var c overrideClient
 	c.addFlags(fs)
 	key := fs.String("key", "", "the one `key` the limit applies to")
@@ -72,15 +73,15 @@ func runOverrideSet(ctx context.Context, args []string, stdout, stderr io.Writer
 	ttl := fs.String("ttl", "", "remove the override after this `duration`, such as 24h")
 	expiresAt := fs.String("expires-at", "", "remove the override at this RFC 3339 `time`")
 	reason := fs.String("reason", "", "why it is set, shown by list")
-	pos, code := parseArgs(fs, args)
+	pos, code := cli.ParseArgs(fs, args)
 	if code >= 0 {
 		return code
 	}
 	if len(pos) != 1 {
-		return usageError(fs, "give one POLICY")
+		return cli.UsageError(fs, "give one POLICY")
 	}
 	if (*key == "") == (*prefix == "") || *limit == 0 {
-		return usageError(fs, "give --limit and one of --key and --prefix")
+		return cli.UsageError(fs, "give --limit and one of --key and --prefix")
 	}
 	body := map[string]any{"limit": *limit}
 	for name, v := range map[string]string{"key": *key, "prefix": *prefix, "period": *period, "ttl": *ttl, "expires_at": *expiresAt, "reason": *reason} {
@@ -101,16 +102,16 @@ func runOverrideSet(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func runOverrideList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("override list", "sluice override list [POLICY] [flags]", overrideDescription, stderr)
+	fs := cli.NewFlagSet("sluice override list", "sluice override list [POLICY] [flags]", overrideDescription, stderr)
 	var c overrideClient
 	c.addFlags(fs)
 	asJSON := fs.Bool("json", false, "print the API's JSON")
-	pos, code := parseArgs(fs, args)
+	pos, code := cli.ParseArgs(fs, args)
 	if code >= 0 {
 		return code
 	}
 	if len(pos) > 1 {
-		return usageError(fs, "give at most one POLICY")
+		return cli.UsageError(fs, "give at most one POLICY")
 	}
 	path := "/v1/admin/overrides"
 	if len(pos) == 1 {
@@ -144,17 +145,17 @@ func runOverrideList(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 func runOverrideRm(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("override rm", "sluice override rm POLICY (--key K | --prefix P) [flags]", overrideDescription, stderr)
+	fs := cli.NewFlagSet("sluice override rm", "sluice override rm POLICY (--key K | --prefix P) [flags]", overrideDescription, stderr)
 	var c overrideClient
 	c.addFlags(fs)
 	key := fs.String("key", "", "remove the override of this `key`")
 	prefix := fs.String("prefix", "", "remove the override of this `prefix`")
-	pos, code := parseArgs(fs, args)
+	pos, code := cli.ParseArgs(fs, args)
 	if code >= 0 {
 		return code
 	}
 	if len(pos) != 1 || (*key == "") == (*prefix == "") {
-		return usageError(fs, "give one POLICY and one of --key and --prefix")
+		return cli.UsageError(fs, "give one POLICY and one of --key and --prefix")
 	}
 	q := url.Values{}
 	if *key != "" {
@@ -205,25 +206,25 @@ func (o *overrideJSON) describe() string {
 func (c *overrideClient) call(ctx context.Context, fs *flag.FlagSet, method, path, body string, out any, stderr io.Writer) int {
 	base, err := serverURL(c.server)
 	if err != nil {
-		return usageError(fs, err.Error())
+		return cli.UsageError(fs, err.Error())
 	}
 	token := os.Getenv("SLUICE_ADMIN_TOKEN")
 	if c.tokenFile != "" {
 		b, err := os.ReadFile(c.tokenFile)
 		if err != nil {
-			fmt.Fprintf(stderr, "sluice %s: --token-file: %v\n", fs.Name(), err)
+			fmt.Fprintf(stderr, "%s: --token-file: %v\n", fs.Name(), err)
 			return 2
 		}
 		token = strings.TrimSpace(string(b))
 	}
 	if token == "" {
-		return usageError(fs, "the admin token is needed: --token-file FILE or SLUICE_ADMIN_TOKEN")
+		return cli.UsageError(fs, "the admin token is needed: --token-file FILE or SLUICE_ADMIN_TOKEN")
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice %s: %v\n", fs.Name(), err)
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return 1
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -232,7 +233,7 @@ func (c *overrideClient) call(ctx context.Context, fs *flag.FlagSet, method, pat
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice %s: %v\n", fs.Name(), err)
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
 		return 1
 	}
 	defer resp.Body.Close()
@@ -251,12 +252,12 @@ func (c *overrideClient) call(ctx context.Context, fs *flag.FlagSet, method, pat
 		if resp.StatusCode == http.StatusNotFound && strings.HasPrefix(msg, "no such endpoint") {
 			msg += " (is the admin API on? serve needs --admin-token-file or SLUICE_ADMIN_TOKEN; with --admin-addr, give that address as --server)"
 		}
-		fmt.Fprintf(stderr, "sluice %s: %s\n", fs.Name(), msg)
+		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), msg)
 		return 1
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			fmt.Fprintf(stderr, "sluice %s: %s answered with a body that is not the API's JSON: %v\n", fs.Name(), base, err)
+			fmt.Fprintf(stderr, "%s: %s answered with a body that is not the API's JSON: %v\n", fs.Name(), base, err)
 			return 1
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,7 +37,7 @@ func startNode(t *testing.T, native string) *node {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := startServer(ctx, serveOptions{configs: stringList{s.native}, httpAddr: "127.0.0.1:0",
+	srv, err := startServer(ctx, serveOptions{configs: cli.StringList{s.native}, httpAddr: "127.0.0.1:0",
 		adminTokenFile: tokenFile, shutdown: 5 * time.Second}, log)
 	if err != nil {
 		cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"log/slog"
 	"net"
@@ -14,15 +15,15 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/httpapi"
-	"github.com/sluicehq/sluice/proxy"
-	"github.com/sluicehq/sluice/service"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/proxy"
+	"github.com/sluicehq/sluice/internal/service"
 )
 
 // proxyOptions are proxy's flags.
 type proxyOptions struct {
-	configs    stringList
+	configs    cli.StringList
 	upstream   string
 	fwdAuth    bool
 	listen     string
@@ -81,7 +82,7 @@ func defaultProxyLimits() connLimits {
 
 // newProxyFlags defines proxy's flags on o.
 func newProxyFlags(o *proxyOptions, stderr io.Writer) *flag.FlagSet {
-	fs := newFlagSet("proxy", "sluice proxy --config FILE [--config FILE...] --upstream URL|--forward-auth [--listen ADDR] [--store URL]", proxyDescription, stderr)
+	fs := cli.NewFlagSet("sluice proxy", "sluice proxy --config FILE [--config FILE...] --upstream URL|--forward-auth [--listen ADDR] [--store URL]", proxyDescription, stderr)
 	fs.Var(&o.configs, "config", "a configuration `file` with a proxy: section and policies; repeat for several")
 	fs.StringVar(&o.upstream, "upstream", "", "the `URL` of the service to forward to, such as http://127.0.0.1:9000 (required)")
 	fs.BoolVar(&o.fwdAuth, "forward-auth", false, "forward nothing: answer a gateway's forward-auth requests on /v1/forward-auth (and /v1/forward-auth/nginx)")
@@ -103,7 +104,7 @@ func newProxyFlags(o *proxyOptions, stderr io.Writer) *flag.FlagSet {
 func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o proxyOptions
 	fs := newProxyFlags(&o, stderr)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if code := applyEnv(fs, os.LookupEnv); code >= 0 {

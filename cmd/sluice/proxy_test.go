@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -40,7 +41,7 @@ func TestProxyEndToEnd(t *testing.T) {
 	logs := &syncBuffer{}
 	log, _ := newLogger(logs, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
-	o := proxyOptions{configs: stringList{path}, upstream: up.URL, listen: "127.0.0.1:0", shutdown: 5 * time.Second}
+	o := proxyOptions{configs: cli.StringList{path}, upstream: up.URL, listen: "127.0.0.1:0", shutdown: 5 * time.Second}
 	srv, err := startProxy(ctx, o, log)
 	if err != nil {
 		cancel()
@@ -90,7 +91,7 @@ func TestProxyForwardAuth(t *testing.T) {
 	log, _ := newLogger(io.Discard, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	o := proxyOptions{configs: stringList{path}, fwdAuth: true, listen: "127.0.0.1:0", shutdown: 5 * time.Second}
+	o := proxyOptions{configs: cli.StringList{path}, fwdAuth: true, listen: "127.0.0.1:0", shutdown: 5 * time.Second}
 	srv, err := startProxy(ctx, o, log)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -34,7 +35,7 @@ func startProxyWith(t *testing.T, cfg string, mod func(*proxyOptions)) *proxied 
 	p := &proxied{logs: &syncBuffer{}}
 	log, _ := newLogger(p.logs, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
-	o := proxyOptions{configs: stringList{path}, upstream: up.URL, listen: "127.0.0.1:0", healthAddr: "127.0.0.1:0",
+	o := proxyOptions{configs: cli.StringList{path}, upstream: up.URL, listen: "127.0.0.1:0", healthAddr: "127.0.0.1:0",
 		shutdown: waitLimit}
 	if mod != nil {
 		mod(&o)

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/httpapi"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpapi"
 )
 
 // envoyproxy/ratelimit's environment.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/sluicehq/sluice/internal/cli"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/httpapi"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpapi"
 )
 
 // TestRatelimitEnvDefaults: each of envoyproxy/ratelimit's variables serve
@@ -113,7 +114,7 @@ func serveFlagsIn(t *testing.T, env map[string]string, args ...string) (serveOpt
 	var o serveOptions
 	var stderr strings.Builder
 	fs := newServeFlags(&o, &stderr)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return o, code, stderr.String()
 	}
 	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
@@ -235,7 +236,7 @@ func TestStartWithoutConfig(t *testing.T) {
 	dir := t.TempDir()
 	logs := &syncBuffer{}
 	log, _ := newLogger(logs, "text", "info")
-	o := serveOptions{configs: stringList{dir}, httpAddr: "127.0.0.1:0", grpcAddr: "", shutdown: waitLimit}
+	o := serveOptions{configs: cli.StringList{dir}, httpAddr: "127.0.0.1:0", grpcAddr: "", shutdown: waitLimit}
 	if _, err := startServer(context.Background(), o, log); err == nil || !strings.Contains(err.Error(), "holds no") {
 		t.Fatalf("an empty directory without --start-without-config: %v", err)
 	}

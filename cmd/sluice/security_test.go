@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -236,7 +237,7 @@ func TestServeRedisTLSClientCert(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "sluice.yaml"), storeConfig(r.URL(), "open",
 			fmt.Sprintf("tls: {ca_file: %q, cert_file: %q, key_file: missing.key}", ca, cert)))
 		writeFile(t, filepath.Join(dir, "envoy.yaml"), envoyConfig)
-		o := serveOptions{configs: stringList{filepath.Join(dir, "sluice.yaml")}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0"}
+		o := serveOptions{configs: cli.StringList{filepath.Join(dir, "sluice.yaml")}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0"}
 		log, _ := newLogger(&syncBuffer{}, "text", "info")
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

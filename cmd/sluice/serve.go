@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"log/slog"
 	"net"
@@ -19,15 +20,15 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/envoyrls"
-	"github.com/sluicehq/sluice/httpapi"
-	"github.com/sluicehq/sluice/service"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/envoyrls"
+	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/service"
 )
 
 // serveOptions are serve's flags.
 type serveOptions struct {
-	configs        stringList
+	configs        cli.StringList
 	storeURL       string
 	streamWorkers  int
 	httpAddr       string
@@ -92,7 +93,7 @@ for a port of its own.`
 
 // newServeFlags defines serve's flags on o.
 func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
-	fs := newFlagSet("serve", "sluice serve --config FILE|DIR [--config FILE|DIR...] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]", serveDescription, stderr)
+	fs := cli.NewFlagSet("sluice serve", "sluice serve --config FILE|DIR [--config FILE|DIR...] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]", serveDescription, stderr)
 	fs.Var(&o.configs, "config", "a configuration `file` or directory (native or envoyproxy/ratelimit format); repeat for several")
 	fs.StringVar(&o.storeURL, "store", "", "the store `URL`: memory:// or redis://host:port (default: the config's store.url, else memory://)")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "listen `address` of the HTTP API")
@@ -122,7 +123,7 @@ func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o serveOptions
 	fs := newServeFlags(&o, stderr)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
@@ -132,19 +133,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	if msg := config.CheckKeyPrefix(o.rl.keyPrefix); msg != "" {
-		return usageError(fs, "--store-key-prefix "+msg)
+		return cli.UsageError(fs, "--store-key-prefix "+msg)
 	}
 	if o.configs = configPaths(o.configs, os.LookupEnv); len(o.configs) == 0 && o.xds.server == "" {
-		return usageError(fs, "give at least one --config file or directory (try examples/sluice.yaml), or --xds-server")
+		return cli.UsageError(fs, "give at least one --config file or directory (try examples/sluice.yaml), or --xds-server")
 	}
 	if _, err := o.xds.nodeMetadata(); err != nil {
-		return usageError(fs, err.Error())
+		return cli.UsageError(fs, err.Error())
 	}
 	if msg := o.bounds.validate(); msg != "" {
-		return usageError(fs, msg)
+		return cli.UsageError(fs, msg)
 	}
 	if o.xds.maxBytes <= 0 {
-		return usageError(fs, "--xds-max-bytes must be positive")
+		return cli.UsageError(fs, "--xds-max-bytes must be positive")
 	}
 	if msg := o.limits.validate(); msg != "" || o.drain < 0 || o.shutdown <= 0 {
 		if msg == "" {

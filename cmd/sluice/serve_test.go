@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"os"
@@ -71,7 +72,7 @@ func startTestServer(t *testing.T, storeURL string) (*server, string, *syncBuffe
 	logs := &syncBuffer{}
 	log, _ := newLogger(logs, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
-	o := serveOptions{configs: stringList{native, envoy}, storeURL: storeURL,
+	o := serveOptions{configs: cli.StringList{native, envoy}, storeURL: storeURL,
 		httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second}
 	srv, err := startServer(ctx, o, log)
 	if err != nil {

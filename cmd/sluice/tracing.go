@@ -7,8 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/service"
 	"github.com/sluicehq/sluice/internal/tracing/provider"
-	"github.com/sluicehq/sluice/service"
 )
 
 // tracingFlushTimeout bounds the export of the last spans at shutdown: a

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"strings"
@@ -85,7 +86,7 @@ func TestServeTracingRefusesBadSettings(t *testing.T) {
 	log, _ := newLogger(io.Discard, "text", "info")
 	dir := t.TempDir()
 	writeFile(t, dir+"/sluice.yaml", nativeConfig)
-	_, err := startServer(context.Background(), serveOptions{configs: stringList{dir + "/sluice.yaml"},
+	_, err := startServer(context.Background(), serveOptions{configs: cli.StringList{dir + "/sluice.yaml"},
 		httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: time.Second}, log)
 	if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
 		t.Fatalf("started, or failed without naming the variable: %v", err)

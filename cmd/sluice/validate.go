@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"os"
 	"runtime/debug"
 
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/service"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/service"
 )
 
 const validateDescription = `Validate reads configuration files as serve would and reports every problem
@@ -21,13 +22,13 @@ RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY name the directory.
 The exit status is 0 when they are valid, 1 when not, 2 for a usage error.`
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("validate", "sluice validate [--store URL] FILE|DIR... (or --config FILE|DIR...)", validateDescription, stderr)
-	var files stringList
+	fs := cli.NewFlagSet("sluice validate", "sluice validate [--store URL] FILE|DIR... (or --config FILE|DIR...)", validateDescription, stderr)
+	var files cli.StringList
 	fs.Var(&files, "config", "a configuration `file` or directory (native or envoyproxy/ratelimit format); repeat for several")
 	storeURL := fs.String("store", "", "the store `URL` serve would be given with --store; overrides the config's store.url")
 	var bounds configBounds
 	bounds.addFlags(fs)
-	positional, code := parseArgs(fs, args)
+	positional, code := cli.ParseArgs(fs, args)
 	if code >= 0 {
 		return code
 	}
@@ -43,10 +44,10 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		paths = configPaths(files, os.LookupEnv)
 	}
 	if len(paths) == 0 {
-		return usageError(fs, "name at least one configuration file or directory")
+		return cli.UsageError(fs, "name at least one configuration file or directory")
 	}
 	if msg := bounds.validate(); msg != "" {
-		return usageError(fs, msg)
+		return cli.UsageError(fs, msg)
 	}
 	cfg, err := loadConfig(paths, *storeURL, bounds.limits())
 	if err != nil {
@@ -112,8 +113,8 @@ func buildVersion() string {
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", "sluice version", "Version prints the build's version and Go version.", stderr)
-	if code := parseFlags(fs, args); code >= 0 {
+	fs := cli.NewFlagSet("sluice version", "sluice version", "Version prints the build's version and Go version.", stderr)
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
 	info, _ := debug.ReadBuildInfo()

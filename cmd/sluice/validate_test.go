@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,7 +96,7 @@ func TestStoreLeaseURLFromFlag(t *testing.T) {
 	}
 	log, _ := newLogger(&syncBuffer{}, "text", "warn")
 	ctx, cancel := context.WithCancel(t.Context())
-	srv, err := startServer(ctx, serveOptions{configs: stringList{path}, storeURL: redisURL,
+	srv, err := startServer(ctx, serveOptions{configs: cli.StringList{path}, storeURL: redisURL,
 		httpAddr: "127.0.0.1:0", grpcAddr: "", shutdown: 5 * time.Second}, log)
 	if err != nil {
 		cancel()

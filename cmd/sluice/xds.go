@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/service"
-	"github.com/sluicehq/sluice/xdsconfig"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/xdsconfig"
 )
 
 // xdsOptions are serve's flags for the xDS configuration source.

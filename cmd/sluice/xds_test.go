@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
-	"github.com/sluicehq/sluice/xdsconfig"
 )
 
 // TestServeFromXDS: serve with no file takes its domains from an xDS

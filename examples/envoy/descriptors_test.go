@@ -6,7 +6,7 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/config"
 )
 
 // ratelimitExample is the rate limit configuration the Envoy configurations

@@ -10,7 +10,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
-	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/internal/envoyrls"
 )
 
 // envoyExample is the Envoy configuration this test loads.

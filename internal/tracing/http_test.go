@@ -11,11 +11,11 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/httpapi"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/service"
 	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/memory"
-	"github.com/sluicehq/sluice/service"
 )
 
 func TestHTTPCheckSpans(t *testing.T) {

@@ -12,11 +12,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/sluicehq/sluice/config"
-	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/envoyrls"
+	"github.com/sluicehq/sluice/internal/service"
 	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/memory"
-	"github.com/sluicehq/sluice/service"
 )
 
 // rls serves svc's RLS on 127.0.0.1 and returns a client.

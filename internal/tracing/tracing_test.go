@@ -17,10 +17,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/service"
 	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/memory"
-	"github.com/sluicehq/sluice/service"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

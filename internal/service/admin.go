@@ -1,0 +1,83 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// ErrResetUnsupported: the store cannot forget a key.
+var ErrResetUnsupported = errors.New("the store does not support resetting a key")
+
+// Reset forgets the state of (p, key) in the store, as if the key had never
+// been used.
+func (s *Service) Reset(ctx context.Context, p *config.Policy, key string) error {
+	r, ok := s.store.(sluice.Resetter)
+	if !ok {
+		return ErrResetUnsupported
+	}
+	if err := sluice.CheckRequest(sluice.Request{Policy: &p.Policy, Key: key}); err != nil {
+		return &CheckError{Policy: p.Name, Err: err}
+	}
+	if err := r.Reset(ctx, &p.Policy, key); err != nil {
+		if ctx.Err() == nil {
+			s.storeFailed(err, s.failMode())
+		}
+		return fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	s.log.Info("key reset", "policy", p.Name)
+	return nil
+}
+
+// probePolicy is what Ready decides on when the store has been idle: a real
+// decision, which writes, under a limit no probe reaches, on a policy name
+// configurations cannot use.
+var probePolicy = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1 << 30, Period: time.Second}
+
+// StoreStatus is what /readyz and /readyz/store report about the store.
+type StoreStatus struct {
+	// Ready: decisions are being made by the store.
+	Ready bool `json:"ready"`
+	// Error is why they are not.
+	Error string `json:"error,omitempty"`
+	// Breaker is the circuit breaker's state (closed, open, half_open), and
+	// OnError the fail policy; both empty for a store without a fail policy
+	// (memory).
+	Breaker string `json:"breaker,omitempty"`
+	OnError string `json:"on_error,omitempty"`
+}
+
+// Answering reports whether checks get an answer: decided by the store, or,
+// while it cannot decide, by its fail policy (OnError). Only a store without
+// a fail policy — one given to New as it is, not opened by OpenStore —
+// leaves checks unanswered (503) when it fails.
+func (st StoreStatus) Answering() bool { return st.Ready || st.OnError != "" }
+
+// Ready reports whether decisions are being made by the store, not by the
+// fail policy. With Redis it goes by the real calls of the last seconds (the
+// breaker closed, the last call answered) and, on an idle node, decides a
+// probe key — a write, as every decision is: a Redis that answers reads but
+// refuses writes (maxmemory under noeviction) is not ready. A service
+// whose store is not ready still answers every request by its fail policy,
+// without the shared limits: /readyz/store reports it, /readyz does not
+// turn unready for it.
+func (s *Service) Ready(ctx context.Context) StoreStatus {
+	var st StoreStatus
+	var err error
+	if fs := failoverStore(s.store); fs != nil {
+		err = fs.Ready(ctx, &probePolicy, "probe")
+		st.Breaker, st.OnError = fs.State().String(), fs.Mode().String()
+	} else {
+		_, err = s.store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"})
+	}
+	if err != nil {
+		st.Error = fmt.Errorf("%w: %w", ErrStore, err).Error()
+		return st
+	}
+	st.Ready = true
+	return st
+}
