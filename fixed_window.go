@@ -16,7 +16,8 @@ func fixedWindow(p *Policy, s *State, now, n int64, res *Result) {
 		count = s.Count
 	}
 	*res = Result{Limit: limit}
-	if n == 0 || count+n <= limit { // a peek is allowed even over a lowered limit
+	// A peek (n = 0) is allowed when one unit would be: something is left.
+	if count+max(n, 1) <= limit {
 		count += n
 		res.Allowed = true
 	} else {

@@ -32,8 +32,10 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 }
 
 // AllowN asks to admit n units for key. n = 0 is a peek: it reports the state
-// and consumes nothing. Errors wrap ErrInvalidKey, ErrInvalidCost,
-// ErrExceedsCapacity or the store's own failure; a denial is not an error.
+// and consumes nothing, and is allowed when a request of one unit would be
+// (denied, with its RetryAfter, once nothing is left). Errors wrap
+// ErrInvalidKey, ErrInvalidCost, ErrExceedsCapacity or the store's own
+// failure; a denial is not an error.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
 	req := Request{Policy: &l.policy, Key: key, Cost: n}
 	if err := CheckRequest(req); err != nil {
@@ -51,7 +53,9 @@ type Check struct {
 	// Cost is how many units to admit; 0 means 1.
 	Cost int64
 	// Peek makes the check report the key's state without consuming
-	// anything (cost 0); Cost must then be left 0.
+	// anything (cost 0); Cost must then be left 0. Like any check it takes
+	// part in the all or nothing: a peek at a key with nothing left denies
+	// the set.
 	Peek bool
 }
 

@@ -15,7 +15,9 @@ func slidingLog(p *Policy, s *State, now, n int64, res *Result) {
 		log = log.dropOldest()
 	}
 	*res = Result{Limit: limit}
-	if n == 0 || sum+n <= limit { // a peek is allowed even over a lowered limit
+	// A peek (n = 0) is allowed when one unit would be: something is left.
+	ask := max(n, 1)
+	if sum+ask <= limit {
 		if n > 0 {
 			if s.Log.full() {
 				// The slot dropOldest freed still holds s's oldest entry, and s
@@ -32,7 +34,7 @@ func slidingLog(p *Policy, s *State, now, n int64, res *Result) {
 		for i := 0; ; i++ {
 			e := log.at(i)
 			freed += e.Cost
-			if sum-freed+n <= limit {
+			if sum-freed+ask <= limit {
 				res.RetryAfter = micros(e.Time + period - now)
 				break
 			}
@@ -106,3 +108,7 @@ func (l Log) push(e LogEntry) Log {
 	l.n++
 	return l
 }
+
+// Cap returns how many entries the log's buffer holds (a power of two, or 0):
+// a store accounting for its memory reads it.
+func (l Log) Cap() int { return len(l.buf) }

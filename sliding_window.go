@@ -22,11 +22,12 @@ func slidingWindow(p *Policy, s *State, now, n int64, res *Result) {
 	}
 	e := now - start
 	*res = Result{Limit: limit}
-	if n == 0 || cur+n <= limit && prev*(period-e) <= (limit-cur-n)*period {
+	// A peek (n = 0) is allowed when one unit would be: something is left.
+	if ask := max(n, 1); cur+ask <= limit && prev*(period-e) <= (limit-cur-ask)*period {
 		cur += n
 		res.Allowed = true
 	} else {
-		res.RetryAfter = micros(slidingWindowRetry(period, limit, e, cur, prev, n))
+		res.RetryAfter = micros(slidingWindowRetry(period, limit, e, cur, prev, ask))
 	}
 	// Remaining: the largest m with prev·(P−e) + (cur+m)·P ≤ L·P.
 	res.Remaining = max(0, limit-cur-ceilDiv(prev*(period-e), period))

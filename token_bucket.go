@@ -15,11 +15,12 @@ func tokenBucket(p *Policy, s *State, now, n int64, res *Result) {
 		last = now
 	} // else the clock ran backwards: no time has passed
 	*res = Result{Limit: p.Limit}
-	if n == 0 || missing+n*interval <= full { // a peek is allowed even past a shrunk bucket
+	// A peek (n = 0) asks for one unit's credit and takes none.
+	if ask := max(n, 1) * interval; missing+ask <= full {
 		missing += n * interval
 		res.Allowed = true
 	} else {
-		res.RetryAfter = micros(missing + n*interval - full)
+		res.RetryAfter = micros(missing + ask - full)
 	}
 	// missing may exceed a bucket shrunk since; under one unit's credit is 0
 	// units, without a division (a denial's case).

@@ -2,7 +2,8 @@
 // vectors, randomized traces and rule checks, run against a store whose clock the
 // suite controls. It asserts every rule and guarantee of Sluice's decision
 // contract for every algorithm, so a store that passes returns the same Results as
-// every other store.
+// every other store. The store must implement sluice.Charger: charges of usage
+// beyond the limit are part of the contract.
 //
 // A store's own tests call Run:
 //
@@ -58,6 +59,11 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Reset", func(t *testing.T) { testReset(t, open) })
 	t.Run("ChangeVectors", func(t *testing.T) { testChangeVectors(t, open) })
 	t.Run("ChangeReference", func(t *testing.T) { testChangeReference(t, open) })
+	t.Run("ChargeVectors", func(t *testing.T) { testChargeVectors(t, open) })
+	t.Run("ChargeReference", func(t *testing.T) { testChargeReference(t, open) })
+	t.Run("ChargeBounds", func(t *testing.T) { testChargeBounds(t, open) })
+	t.Run("ChargeExpiry", func(t *testing.T) { testChargeExpiry(t, open) })
+	t.Run("ChargeAll", func(t *testing.T) { testChargeAll(t, open) })
 }
 
 // env is one case: a fresh store and its clock.
