@@ -63,6 +63,7 @@ type waiter struct {
 	reserve bool              // a Reserve's request (reserve.go), queued apart
 	upTo    int64             // the most units it asks for
 	res     sluice.Reservation
+	charge  bool // a Charge's or ChargeAll's (charge.go), queued apart
 }
 
 // submit decides w in the queue of its node: at once if no call is in flight
@@ -105,10 +106,14 @@ func (s *Store) submit(w *waiter) error {
 }
 
 // queuesOf returns the queues w joins: reservations share calls with each
-// other only (reserve_batch), decisions with decisions (decide_batch).
+// other only (reserve_batch), charges too (charge_batch), decisions with
+// decisions (decide_batch).
 func (s *Store) queuesOf(w *waiter) *queues {
-	if w.reserve {
+	switch {
+	case w.reserve:
 		return &s.rq
+	case w.charge:
+		return &s.cq
 	}
 	return &s.q
 }
@@ -184,6 +189,10 @@ func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
 func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
 	if batch[0].reserve {
 		s.runReserves(ctx, batch)
+		return
+	}
+	if batch[0].charge {
+		s.runCharges(ctx, batch)
 		return
 	}
 	ctx, cancel := s.bound(ctx)

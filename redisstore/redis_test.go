@@ -72,6 +72,7 @@ func TestSingle(t *testing.T) {
 	t.Run("Mode", func(t *testing.T) { testModeFunctions(t, srv, c) })
 	t.Run("TextState", func(t *testing.T) { testTextState(t, c) })
 	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
+	t.Run("ChargeCoalescing", func(t *testing.T) { testChargeCoalescing(t, c) })
 	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, false) })
 	t.Run("LargeSet", func(t *testing.T) { testLargeSet(t, tg.New) })
 }
@@ -95,6 +96,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Open", func(t *testing.T) { testOpen(t, cl.URL()) })
 	t.Run("Mode", func(t *testing.T) { testModeCluster(t, cl, c) })
 	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
+	t.Run("ChargeCoalescing", func(t *testing.T) { testChargeCoalescing(t, c) })
 	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, true) })
 	t.Run("BatchOneSlot", func(t *testing.T) { testBatch(t, tg.New, true, true) })
 }

@@ -79,8 +79,9 @@ type lib struct{ name, src string }
 // body is the Lua every script and the library share: the header and every
 // algorithm (the leaky bucket's file needs GCRA's), then the entry points.
 func body() []string {
-	return []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
+	files := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
 		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaReserve, luaBatch, luaReset}
+	return append(files, chargeFiles()...)
 }
 
 func buildLibrary() lib {
@@ -109,6 +110,11 @@ func (e entry) call(keys, argv string) string {
 		return "reset_key(" + keys + ")"
 	case "reserve_batch":
 		return "reserve_batch(" + keys + ", " + argv + ")"
+	case "charge_batch":
+		return "charge_batch(" + keys + ", " + argv + ")"
+	}
+	if alg, ok := strings.CutSuffix(e.code, chargeSuffix); ok {
+		return "charge_one(ALG." + alg + ", " + keys + ", " + argv + ")"
 	}
 	if strings.HasSuffix(e.code, batchSuffix) {
 		return "decide_batch(" + keys + ", " + argv + ")"
@@ -137,9 +143,10 @@ func allScripts() []entry {
 	// One script for any mix of algorithms: every algorithm, then the batch's
 	// or the reservations' entry points.
 	every := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog, luaTokenBucket, luaGCRA, luaLeakyBucket}
-	return append(es, entry{name: "batch", code: "batch", files: append(every[:len(every):len(every)], luaBatch)},
+	es = append(es, entry{name: "batch", code: "batch", files: append(every[:len(every):len(every)], luaBatch)},
 		entry{name: "reset", code: "reset", files: []string{luaReset}},
 		entry{name: "reserve_batch", code: "reserve_batch", files: append(every[:len(every):len(every)], luaReserve)})
+	return append(es, chargeEntries()...)
 }
 
 func algoFile(a sluice.Algorithm) string {
@@ -202,6 +209,8 @@ var (
 	// scriptReserveBatch holds every reservable algorithm, for any mix of
 	// reservations.
 	scriptReserveBatch = scripts["reserve_batch"]
+	// scriptChargeBatch holds every algorithm's charge, for any mix of charges.
+	scriptChargeBatch = scripts["charge_batch"]
 )
 
 // batchSuffix marks the batch scripts holding one algorithm: as scripts

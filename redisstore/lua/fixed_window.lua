@@ -12,7 +12,8 @@ ALG.fw = {
       count = cnt
     end
     local allowed, retry = false, 0
-    if n == 0 or count + n <= L then -- a peek is allowed over a lowered limit
+    local ask = n > 0 and n or 1 -- a peek is allowed when one unit would be
+    if count + ask <= L then
       count = count + n
       allowed = true
     else

@@ -24,17 +24,19 @@ local function gcra_decide(key, P, L, C, T, n, now)
   end
   -- After any admission TAT <= then + TOL, so a now before TAT - TOL means the
   -- clock ran backwards: take the earliest instant the state allows. TOL is
-  -- the admitting policy's, so a bucket that shrank since is not mistaken for
-  -- a clock step.
+  -- the admitting policy's (or a charge's TAT - then, when larger), so a
+  -- bucket that shrank since, or a key that owes, is not mistaken for a
+  -- clock step.
   now = math.max(now, stored - kept)
   local tat = math.max(stored, now)
   local wait = tat - now
   local allowed, retry = false, 0
-  if n == 0 or wait + n * T <= tolerance then -- a peek is allowed past a shrunk bucket
+  local ask = (n > 0 and n or 1) * T -- a peek asks for one unit's room
+  if wait + ask <= tolerance then
     tat = tat + n * T
     allowed = true
   else
-    retry = wait + n * T - tolerance
+    retry = wait + ask - tolerance
   end
   local remaining = tdiv(math.max(0, tolerance - (tat - now)), T)
   if tat <= now then

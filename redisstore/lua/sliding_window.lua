@@ -42,11 +42,12 @@ ALG.sw = {
     end
     local e = now - start
     local allowed, retry = false, 0
-    if n == 0 or cur + n <= L and prev * (P - e) <= (L - cur - n) * P then
+    local ask = n > 0 and n or 1 -- a peek is allowed when one unit would be
+    if cur + ask <= L and prev * (P - e) <= (L - cur - ask) * P then
       cur = cur + n
       allowed = true
     else
-      retry = sw_retry(P, L, e, cur, prev, n)
+      retry = sw_retry(P, L, e, cur, prev, ask)
     end
     -- Remaining: the largest m with prev*(P-e) + (cur+m)*P <= L*P.
     local weight = prev * (P - e)

@@ -9,11 +9,12 @@ ALG.tb = {
       last = now
     end -- else the clock ran backwards: no time has passed
     local allowed, retry = false, 0
-    if n == 0 or missing + n * T <= full then -- a peek is allowed past a shrunk bucket
+    local ask = (n > 0 and n or 1) * T -- a peek asks for one unit's credit
+    if missing + ask <= full then
       missing = missing + n * T
       allowed = true
     else
-      retry = missing + n * T - full
+      retry = missing + ask - full
     end
     local remaining = tdiv(math.max(0, full - missing), T)
     if missing == 0 then
