@@ -68,6 +68,9 @@ func (s *Store) Remote() sluice.Store { return s.remote }
 // new one.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	if req.Cost == 0 || s.ttlOf(req.Policy) == 0 {
+		if res, ok := s.peekLocal(req); ok {
+			return res, nil
+		}
 		s.remoteDecisions.Add(1)
 		s.waited.Add(1)
 		return s.remoteDecide(ctx, req)
