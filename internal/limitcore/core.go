@@ -163,8 +163,9 @@ func (c *Core[R]) decideShadow(ctx context.Context, r R, cost int64, admitted bo
 		switch {
 		case admitted && !res.Allowed:
 			c.reportShadow(ctx, r, Quota{Policy: pol, Result: res}, false)
-		case !admitted && res.Remaining < cost:
-			res.Allowed = false
+		case !admitted && res.Remaining < max(cost, 1): // cost 0 asks for one unit, as a peek does
+			// The peek's RetryAfter is one unit's, not the request's: unknown.
+			res.Allowed, res.RetryAfter = false, 0
 			c.reportShadow(ctx, r, Quota{Policy: pol, Result: res}, true)
 		}
 	}
