@@ -4,31 +4,15 @@ package sluice
 // holds them or not, up to maxSpan µs missing in all, and the bucket refills
 // at its rate from below empty.
 
-// chargeCredit is the credit n units take, n·T µs, or, for a charge so large
-// that it would overflow, enough to reach the cap on its own.
-func chargeCredit(n, interval int64) int64 { return min(n, maxSpan/interval+1) * interval }
-
 // Token bucket: the missing credit grows past B·T.
 func tokenBucketCharge(p *Policy, s *State, now, n int64, res *Result) {
 	interval := p.emissionInterval()
-	full := p.capacity() * interval
-	missing, last := s.Count, s.Time
-	if now > last {
-		missing = max(0, missing-(now-last))
-		last = now
-	} // else the clock ran backwards: no time has passed
-	add := chargeCredit(n, interval)
-	fits := missing+add <= full
-	missing = min(missing+add, maxSpan)
-	*res = Result{Limit: p.Limit, Allowed: fits, Remaining: floorDiv(full-missing, interval)}
-	if !fits {
-		res.RetryAfter = micros(missing + interval - full)
-	}
+	missing, last := tokenBucketAt(s, now)
+	missing = bucketCharge(p, missing, p.capacity()*interval, interval, n, res)
 	if missing == 0 {
 		*s = State{}
 		return
 	}
-	res.ResetAfter = micros(missing)
 	if n > 0 {
 		*s = State{Time: last, Count: missing}
 	}
@@ -42,22 +26,29 @@ func gcraCharge(p *Policy, s *State, now, n int64, res *Result) {
 	interval := p.emissionInterval()
 	tolerance := p.capacity() * interval
 	now = gcraNow(s, now, tolerance)
-	wait := max(s.Time, now) - now
-	add := chargeCredit(n, interval)
-	fits := wait+add <= tolerance
-	wait = min(wait+add, maxSpan)
-	*res = Result{Limit: p.Limit, Allowed: fits, Remaining: floorDiv(tolerance-wait, interval)}
-	if !fits {
-		res.RetryAfter = micros(wait + interval - tolerance)
-	}
+	wait := bucketCharge(p, max(s.Time, now)-now, tolerance, interval, n, res)
 	if wait == 0 {
 		*s = State{}
 		return
 	}
-	res.ResetAfter = micros(wait)
 	if n > 0 {
 		*s = State{Time: now + wait, Count: max(tolerance, wait)}
 	}
+}
+
+// bucketCharge charges n units to a bucket of full µs of credit that misses
+// missing µs of it, writes the Result, and returns what it misses then.
+func bucketCharge(p *Policy, missing, full, interval, n int64, res *Result) int64 {
+	// n·T, or for a charge so large that it would overflow, enough to reach
+	// the cap on its own.
+	add := min(n, maxSpan/interval+1) * interval
+	fits := missing+add <= full
+	missing = min(missing+add, maxSpan)
+	*res = Result{Limit: p.Limit, Allowed: fits, Remaining: floorDiv(full-missing, interval), ResetAfter: micros(missing)}
+	if !fits {
+		res.RetryAfter = micros(missing + interval - full)
+	}
+	return missing
 }
 
 // floorDiv is ⌊a/b⌋ for b > 0: what is left of a bucket that owes part of a

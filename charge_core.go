@@ -52,14 +52,7 @@ func slidingWindowCap(period int64) int64 { return maxExact / period }
 // a charge that does not fit makes the next unit wait for it.
 func fixedWindowCharge(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
-	if now < s.Time {
-		now = s.Time // time ran backwards: no time has passed
-	}
-	start := now - now%period
-	var count int64
-	if s.Time >= start {
-		count = s.Count
-	}
+	now, start, count := fixedWindowAt(s, now, period)
 	fits := count+n <= limit
 	count = min(count+n, maxUsage)
 	*res = Result{Limit: limit, Allowed: fits, Remaining: limit - count}
@@ -80,17 +73,7 @@ func fixedWindowCharge(p *Policy, s *State, now, n int64, res *Result) {
 // until the weight has decayed enough, at most until that window ends.
 func slidingWindowCharge(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
-	if now < s.Time {
-		now = s.Time // time ran backwards: no time has passed
-	}
-	start := now - now%period
-	var cur, prev int64
-	switch s.Time - s.Time%period {
-	case start:
-		cur, prev = s.Count, s.Prev
-	case start - period:
-		prev = s.Count
-	}
+	now, start, cur, prev := slidingWindowAt(s, now, period)
 	e := now - start
 	fits := cur+n <= limit && prev*(period-e) <= (limit-cur-n)*period
 	cur = min(cur+n, slidingWindowCap(period))
@@ -119,14 +102,10 @@ func slidingWindowCharge(p *Policy, s *State, now, n int64, res *Result) {
 // sooner. So does a charge that would take the log past maxUsage units.
 func slidingLogCharge(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
-	log, sum := s.Log, s.Count
-	if last, ok := log.newest(); ok && now < last.Time {
+	if last, ok := s.Log.newest(); ok && now < last.Time {
 		now = last.Time // time ran backwards: no time has passed
 	}
-	for log.Len() > 0 && log.oldest().Time <= now-period {
-		sum -= log.oldest().Cost
-		log = log.dropOldest()
-	}
+	log, sum := s.Log.live(now-period, s.Count)
 	fits := sum+n <= limit
 	if n > 0 {
 		add := min(n, maxUsage-sum)

@@ -6,14 +6,10 @@ package sluice
 // (t−P, t] — exactly, at the price of one entry per admitted request.
 func slidingLog(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
-	log, sum := s.Log, s.Count
-	if last, ok := log.newest(); ok && now < last.Time {
+	if last, ok := s.Log.newest(); ok && now < last.Time {
 		now = last.Time // time ran backwards: no time has passed
 	}
-	for log.Len() > 0 && log.oldest().Time <= now-period {
-		sum -= log.oldest().Cost
-		log = log.dropOldest()
-	}
+	log, sum := s.Log.live(now-period, s.Count)
 	*res = Result{Limit: limit}
 	// A peek (n = 0) is allowed when one unit would be: something is left.
 	ask := max(n, 1)
@@ -50,6 +46,18 @@ func slidingLog(p *Policy, s *State, now, n int64, res *Result) {
 	if res.Allowed && n > 0 { // a peek or a denial keeps the untrimmed log
 		*s = State{Log: log, Count: sum}
 	}
+}
+
+// live returns the log without its entries at or before horizon, which have
+// left the period, and sum less their costs: a view of the same entries,
+// the receiver unchanged. Small enough to be inlined on every decision.
+func (l Log) live(horizon, sum int64) (Log, int64) {
+	for l.n > 0 && l.buf[l.head].Time <= horizon {
+		sum -= l.buf[l.head].Cost
+		l.head = (l.head + 1) & (len(l.buf) - 1)
+		l.n--
+	}
+	return l, sum
 }
 
 // LogEntry is one admitted request of a sliding log.

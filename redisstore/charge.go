@@ -75,9 +75,8 @@ var _ sluice.Charger = (*Store)(nil)
 // it is alone, else one call of charge_batch shared with the charges queued
 // for the same node meanwhile (coalesce.go), as decisions share theirs.
 func (s *Store) Charge(ctx context.Context, req sluice.Request) (sluice.Result, error) {
-	w := &waiter{ctx: ctx, charge: true}
-	w.one[0], w.oneKey[0] = req, redisKey(s.prefix, req.Policy, req.Key)
-	w.reqs, w.keys, w.results = w.one[:], w.oneKey[:], w.oneRes[:]
+	w := s.oneWaiter(ctx, req)
+	w.charge = true
 	if err := s.submit(w); err != nil {
 		return sluice.Result{}, err
 	}
@@ -92,10 +91,7 @@ func (s *Store) ChargeAll(ctx context.Context, reqs []sluice.Request, results []
 	if len(reqs) == 0 {
 		return nil
 	}
-	keys := make([]string, len(reqs))
-	for i, r := range reqs {
-		keys[i] = redisKey(s.prefix, r.Policy, r.Key)
-	}
+	keys := s.keysOf(reqs)
 	if !s.run.Colocated(keys) {
 		return s.chargeSpread(ctx, reqs, keys, results)
 	}
@@ -135,21 +131,7 @@ func (s *Store) runCharges(ctx context.Context, batch []*waiter) {
 		script, args = scriptChargeBatch, a.args()
 	}
 	reply := make([]int64, batchStride*n)
-	err := s.run.Run(ctx, script, keys, args, reply)
-	off := 0
-	for _, w := range batch {
-		if err != nil {
-			w.err = scriptError(script, err)
-			continue
-		}
-		if w.results == nil {
-			w.results = make([]sluice.Result, len(w.reqs))
-		}
-		for i, r := range w.reqs {
-			w.results[i] = result(r.Policy, reply[off:])
-			off += batchStride
-		}
-	}
+	setResults(batch, script, reply, batchStride, s.run.Run(ctx, script, keys, args, reply))
 	s.finish(batch, batch)
 }
 

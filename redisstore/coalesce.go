@@ -214,6 +214,13 @@ func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
 		reply = make([]int64, batchStride*b.requests)
 		err = s.run.Run(ctx, script, b.keys, b.args, reply)
 	}
+	setResults(order, script, reply, stride, err)
+	s.finish(order, batch)
+}
+
+// setResults gives each waiter of order, in turn, its requests' results
+// from reply, stride values each, or the call's error.
+func setResults(order []*waiter, script *Script, reply []int64, stride int, err error) {
 	off := 0
 	for _, w := range order {
 		if err != nil {
@@ -228,7 +235,6 @@ func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
 			off += stride
 		}
 	}
-	s.finish(order, batch)
 }
 
 // finish ends a call: the test's hook sees the items in the order the call

@@ -23,10 +23,20 @@ local function floor_div(a, b)
   return q
 end
 
--- charge_credit is the credit n units take, n * T µs, or for a charge so
--- large that it would not be exact, enough to reach the cap on its own.
-local function charge_credit(n, T)
-  return math.min(n, tdiv(MAX_USAGE, T) + 1) * T
+-- bucket_charge charges n units to a bucket of full µs of credit that
+-- misses missing µs of it. It returns allowed, what it misses then,
+-- remaining and retry_after. The credit n units take, n * T µs, is for a
+-- charge so large that it would not be exact enough to reach the cap on its
+-- own.
+local function bucket_charge(missing, full, T, n)
+  local add = math.min(n, tdiv(MAX_USAGE, T) + 1) * T
+  local fits = missing + add <= full
+  missing = math.min(missing + add, MAX_USAGE)
+  local retry = 0
+  if not fits then
+    retry = missing + T - full
+  end
+  return fits, missing, floor_div(full - missing, T), retry
 end
 
 -- charge_one: one charge on keys[1] with the algorithm alg.

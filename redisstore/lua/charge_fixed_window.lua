@@ -1,15 +1,8 @@
 -- A charge on a fixed window (sluice/charge_core.go): the count grows past
 -- L, and the window's end repays it all.
 ALG.fw.charge = function(key, P, L, C, T, n, now)
-  local last, cnt = get2(key)
-  if now < last then
-    now = last -- time ran backwards: no time has passed
-  end
-  local start = tdiv(now, P) * P
-  local count = 0
-  if last >= start then
-    count = cnt
-  end
+  local start, count
+  now, start, count = fw_at(key, P, now)
   local fits = count + n <= L
   count = math.min(count + n, MAX_USAGE)
   if count == 0 then

@@ -1,18 +1,8 @@
 -- A charge on a sliding window (sluice/charge_core.go): cur grows past L
 -- (at most SW_SPAN / P), and weighs as prev in the next window.
 ALG.sw.charge = function(key, P, L, C, T, n, now)
-  local last, scur, sprev = get3(key)
-  if now < last then
-    now = last -- time ran backwards: no time has passed
-  end
-  local start = tdiv(now, P) * P
-  local window = tdiv(last, P) * P
-  local cur, prev = 0, 0
-  if window == start then
-    cur, prev = scur, sprev
-  elseif window == start - P then
-    prev = scur
-  end
+  local start, cur, prev
+  now, start, cur, prev = sw_at(key, P, now)
   local e = now - start
   local fits = cur + n <= L and prev * (P - e) <= (L - cur - n) * P
   cur = math.min(cur + n, tdiv(SW_SPAN, P))
