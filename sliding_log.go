@@ -16,7 +16,7 @@ func slidingLog(p *Policy, s *State, now, n int64, res *Result) {
 	if sum+ask <= limit {
 		if n > 0 {
 			if s.Log.full() {
-				// The slot dropOldest freed still holds s's oldest entry, and s
+				// The slot live freed still holds s's oldest entry, and s
 				// must survive until the store commits: write elsewhere.
 				log = log.grow()
 			}
@@ -81,19 +81,11 @@ func (l Log) Len() int { return l.n }
 // at returns the i-th oldest entry.
 func (l Log) at(i int) LogEntry { return l.buf[(l.head+i)&(len(l.buf)-1)] }
 
-func (l Log) oldest() LogEntry { return l.at(0) }
-
 func (l Log) newest() (LogEntry, bool) {
 	if l.n == 0 {
 		return LogEntry{}, false
 	}
 	return l.at(l.n - 1), true
-}
-
-func (l Log) dropOldest() Log {
-	l.head = (l.head + 1) & (len(l.buf) - 1)
-	l.n--
-	return l
 }
 
 func (l Log) full() bool { return l.n == len(l.buf) }

@@ -172,3 +172,14 @@ func TestChargeNeedsACharger(t *testing.T) {
 }
 
 type decideOnly struct{ sluice.Store }
+
+// TestConformanceUnleased: with leases off, a lease.Store passes every
+// request, charges included, to the remote store, and so passes the
+// conformance suite as the remote does. (Leased decisions are coarser by
+// design: the tests above hold them to their own promises.)
+func TestConformanceUnleased(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, clock sluice.Clock) storetest.Harness {
+		m := newMemory(clock)
+		return storetest.Harness{Store: lease.New(m, lease.WithClock(clock), lease.WithOff()), TTL: m.TTL}
+	})
+}

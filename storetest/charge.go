@@ -266,7 +266,7 @@ func testChargeAll(t *testing.T, open Opener) {
 				t.Fatalf("usage %d: got %+v, want %+v (Charge one at a time)", i, got[i], want[i])
 			}
 		}
-		if got[0].Allowed != true || got[1].Allowed || got[2].Allowed || got[2].Remaining >= 0 {
+		if !got[0].Allowed || got[1].Allowed || got[2].Allowed || got[2].Remaining >= 0 {
 			t.Fatalf("ChargeAll: %+v, want the first to fit and the others owed", got)
 		}
 		if _, err := sluice.ChargeAll(e.ctx, sluice.Usage{Limiter: user, Key: "", Cost: 1}); !errors.Is(err, sluice.ErrInvalidKey) {
@@ -287,4 +287,38 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// testPeekInSet: in an all-or-nothing set a peek takes part like any check:
+// a key with nothing left denies the set, with one unit's wait, and nothing
+// is consumed anywhere; once a unit is back the set is admitted.
+func testPeekInSet(t *testing.T, open Opener) {
+	forEachAlgorithm(t, func(t *testing.T, a sluice.Algorithm) {
+		e := newEnv(t, open)
+		user := e.limiter(sluice.Policy{Name: "user", Algorithm: a, Limit: 2, Period: time.Second})
+		global := e.limiter(sluice.Policy{Name: "global", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Hour})
+		e.allow(user, "alice", 2)
+		one := e.allow(user, "alice", 1) // denied: the wait for one unit
+		set := func() []sluice.Result {
+			t.Helper()
+			res, err := sluice.AllowAll(e.ctx,
+				sluice.Check{Limiter: user, Key: "alice", Peek: true},
+				sluice.Check{Limiter: global, Key: "all", Cost: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		r := set()
+		if r[0].Allowed || r[1].Allowed || r[0].RetryAfter != one.RetryAfter || r[1].RetryAfter != one.RetryAfter {
+			t.Fatalf("a set peeking at a used-up key: %+v, want both denied after %v", r, one.RetryAfter)
+		}
+		if g := e.allow(global, "all", 0); g.Remaining != 10 {
+			t.Fatalf("the denied set consumed from the global limit: %+v", g)
+		}
+		e.clock.Advance(one.RetryAfter)
+		if r := set(); !r[0].Allowed || !r[1].Allowed || r[0].Remaining < 1 || r[1].Remaining != 9 {
+			t.Fatalf("the set once a unit is back: %+v, want both allowed, the peek consuming nothing", r)
+		}
+	})
 }

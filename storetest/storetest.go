@@ -50,6 +50,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Guarantees", func(t *testing.T) { testGuarantees(t, open) })
 	t.Run("FixedWindowBoundary", func(t *testing.T) { testFixedWindowBoundary(t, open) })
 	t.Run("Peek", func(t *testing.T) { testPeek(t, open) })
+	t.Run("PeekInSet", func(t *testing.T) { testPeekInSet(t, open) })
 	t.Run("DeniedConsumesNothing", func(t *testing.T) { testDeniedConsumesNothing(t, open) })
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, open) })
 	t.Run("Capacity", func(t *testing.T) { testCapacity(t, open) })
