@@ -59,7 +59,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Reset", func(t *testing.T) { testReset(t, open) })
 	t.Run("ChangeVectors", func(t *testing.T) { testChangeVectors(t, open) })
 	t.Run("ChangeReference", func(t *testing.T) { testChangeReference(t, open) })
-	t.Run("Slots", func(t *testing.T) { testSlots(t, open) })
+	t.Run("Slots", func(t *testing.T) { RunSlots(t, open) })
 }
 
 // env is one case: a fresh store and its clock.
