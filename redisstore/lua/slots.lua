@@ -50,19 +50,32 @@ local function acquire_slot(keys, argv)
   return struct.pack('<dddd', allowed, remaining, retry, reset)
 end
 
--- release_slot: give back the slot of keys[1] that token names. argv: now
--- ('' = server TIME), P, token. Reply: 1 if it was held, else 0, packed.
+-- release_slot: give back the slot of keys[1] that token names, after
+-- dropping the expired ones (so a slot whose lease has ended is not held).
+-- argv: now ('' = server TIME), P, token. Reply: 1 if it was held, else 0,
+-- packed.
 local function release_slot(keys, argv)
   init(argv[1])
   local key, P, token = keys[1], tonumber(argv[2]), argv[3]
-  local _, n = cc_trim(key, P, NOW)
-  if n == 0 or redis.call('ZREM', key, token) == 0 then
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if newest[2] == nil then
     return struct.pack('<d', 0)
   end
-  -- The newest may have left: keep the key only as long as the rest.
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if newest[2] then
-    keep(key, tonumber(newest[2]) + P)
+  local now = NOW
+  if tonumber(newest[2]) > now then
+    now = tonumber(newest[2]) -- time ran backwards: no time has passed
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - P)
+  if redis.call('ZREM', key, token) == 0 then
+    return struct.pack('<d', 0)
+  end
+  if newest[1] == token then
+    -- The newest left: keep the key only as long as the rest (Redis
+    -- deletes it if it was the last).
+    local rest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]
+    if rest then
+      keep(key, tonumber(rest) + P)
+    end
   end
   return struct.pack('<d', 1)
 end
