@@ -14,8 +14,10 @@ import (
 
 // BenchmarkAcquireRelease: Redis CPU for one acquisition and its release
 // (two script calls) on 10,000 keys, each holding held other slots, next to
-// one gcra decision on the same keys in the same run; 64 goroutines on one
-// fresh redis-server per case, on Redis TIME. Reports redis-cpu-µs/op (INFO
+// one gcra decision on the same keys in the same run, as the store makes it
+// (gcra-decide: decisions queued meanwhile share a call) and alone
+// (gcra-alone: a store per goroutine, so every decision is a call of its
+// own); 64 goroutines on one fresh redis-server per case, on Redis TIME. Reports redis-cpu-µs/op (INFO
 // cpu's used_cpu_user+used_cpu_sys over the timed loop, divided by the
 // operations), as scripts/redis-cpu.sh measures a decision.
 //
@@ -25,7 +27,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		name string
 		alg  sluice.Algorithm
 		held int
-	}{{"gcra-decide", sluice.GCRA, 0}, {"held=0", sluice.Concurrency, 0}, {"held=10", sluice.Concurrency, 10}} {
+	}{{"gcra-decide", sluice.GCRA, 0}, {"gcra-alone", sluice.GCRA, 0}, {"held=0", sluice.Concurrency, 0}, {"held=10", sluice.Concurrency, 10}} {
 		b.Run(tc.name, func(b *testing.B) {
 			srv := redistest.Start(b)
 			st, err := redisstore.Open(srv.URL(), redisstore.WithTimeout(10*time.Second))
@@ -33,6 +35,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(st.Close)
+			client := newClient(b, srv.URL())
 			limit := int64(benchRate)
 			if tc.alg == sluice.Concurrency {
 				limit = 100
@@ -67,6 +70,11 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			cpu0 := redisCPU(b, srv)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
+				op := op
+				if tc.name == "gcra-alone" {
+					own, _ := sluice.New(redisstore.New(client, redisstore.WithTimeout(10*time.Second)), l.Policy())
+					op = func(key string) error { _, err := own.Allow(ctx, key); return err }
+				}
 				for pb.Next() {
 					k := benchKeyNames[int(next.Add(1))%len(benchKeyNames)]
 					if err := op(k); err != nil && !failed.Swap(true) {
