@@ -35,12 +35,8 @@ func (s *Store) AcquireSlot(_ context.Context, req sluice.Request) (res sluice.R
 	p := req.Policy
 	now := s.now()
 	var id entryKey
-	id.set(p, req.Key)
-	h := s.hash(&id)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
+	sh, h, i, found := s.lockEntry(p, req.Key, &id)
 	defer sh.mu.Unlock()
-	i, found := sh.find(h, &id)
 	var held []sluice.HeldSlot
 	var units logCapacity
 	if found {
@@ -88,12 +84,8 @@ func (s *Store) AcquireSlot(_ context.Context, req sluice.Request) (res sluice.R
 func (s *Store) ReleaseSlot(_ context.Context, p *sluice.Policy, key, token string) (bool, error) {
 	now := s.now()
 	var id entryKey
-	id.set(p, key)
-	h := s.hash(&id)
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
+	sh, _, i, found := s.lockEntry(p, key, &id)
 	defer sh.mu.Unlock()
-	i, found := sh.find(h, &id)
 	if !found {
 		return false, nil
 	}
@@ -112,6 +104,18 @@ func (s *Store) ReleaseSlot(_ context.Context, p *sluice.Policy, key, token stri
 	held, res := sluice.AcquireSlot(p, held, now, "") // the state's view, for its expiry
 	sh.setSlots(i, p, held, &res, now, units)
 	return released, nil
+}
+
+// lockEntry sets *id to (p, key)'s entry key, locks its shard, which the
+// caller unlocks, and finds its entry: its hash, position and whether it
+// exists.
+func (s *Store) lockEntry(p *sluice.Policy, key string, id *entryKey) (sh *shard, h uint64, i int32, found bool) {
+	id.set(p, key)
+	h = s.hash(id)
+	sh = &s.shards[h&s.mask]
+	sh.mu.Lock()
+	i, found = sh.find(h, id)
+	return sh, h, i, found
 }
 
 // setSlots stores held, not empty, as entry i's slots, charged units: res is
