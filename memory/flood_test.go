@@ -1,0 +1,139 @@
+package memory_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+// floodCase is a flood of new keys on a store full of keys it may not forget.
+type floodCase struct {
+	name string
+	opts []memory.Option
+}
+
+var floodCases = []floodCase{
+	{"max_keys=4096", []memory.Option{memory.WithMaxKeys(4096)}},
+	{"max_bytes=1MiB", []memory.Option{memory.WithMaxBytes(1 << 20)}},
+}
+
+// A flood of new keys, each used once, of ten times what the exact part
+// holds does not lock new users out: at least 99% of new keys then get
+// exactly the decisions (every Result field) they would get on an empty
+// store, for a whole limit and the denial after it, and none is ever admitted
+// more than there. Keys used up before the flood, and the new users who use
+// theirs up, stay denied, also after a second flood that overflows the
+// compact part; the store stays within its byte budget throughout.
+func TestFloodOfNewKeysLeavesNewUsersTheirLimit(t *testing.T) {
+	for _, fc := range floodCases {
+		for _, a := range sluice.Algorithms {
+			t.Run(fc.name+"/"+string(a), func(t *testing.T) { testFlood(t, fc, a) })
+		}
+	}
+}
+
+const (
+	floodVictims = 64
+	floodMinimum = 0.99 // of new users who must get the empty store's decisions
+)
+
+func testFlood(t *testing.T, fc floodCase, a sluice.Algorithm) {
+	clock := storetest.NewClock(storetest.Epoch)
+	s := memory.New(append([]memory.Option{memory.WithClock(clock)}, fc.opts...)...)
+	p := sluice.Policy{Name: "login", Algorithm: a, Limit: 5, Period: 15 * time.Minute}
+	l := mustLimiter(t, s, p)
+	ctx := context.Background()
+	checkBytes := func(when string) {
+		t.Helper()
+		if st := s.Stats(); st.Bytes > st.MaxBytes {
+			t.Fatalf("%s: %d bytes charged, over the budget of %d: %+v", when, st.Bytes, st.MaxBytes, st)
+		}
+	}
+
+	for i := range floodVictims {
+		exhaust(t, l, "victim-"+strconv.Itoa(i))
+	}
+	// The flood: a new key per request, 100µs apart (nothing resets during
+	// it), until it has sent ten times what the exact part holds, full.
+	capacity, sent := 0, 0
+	for sent < 10*capacity || capacity == 0 {
+		if r, err := l.Allow(ctx, "flood-"+strconv.Itoa(sent)); err != nil || !r.Allowed {
+			t.Fatalf("flood key %d: %+v %v", sent, r, err)
+		}
+		sent++
+		clock.Advance(100 * time.Microsecond)
+		if st := s.Stats(); sent%256 == 0 && st.Spilled > 0 {
+			capacity = st.Keys
+		}
+	}
+	checkBytes("after the flood")
+	afterFlood := s.Stats()
+
+	// New users, half as many as the exact part holds (a sliding log of
+	// several entries needs room there): each uses its whole limit, 1ms
+	// apart, then asks once more. An empty store, on the same clock, says
+	// what each should get.
+	floodUsers := capacity / 2
+	exact, allowedAlike := 0, 0
+	for i := range floodUsers {
+		key := "user-" + strconv.Itoa(i)
+		empty := mustLimiter(t, memory.New(memory.WithClock(clock)), p)
+		same, sameAllowed, admitted, allowed := true, true, 0, 0
+		for range p.Limit + 1 {
+			got, err := l.Allow(ctx, key)
+			want, _ := empty.Allow(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Allowed {
+				admitted++
+			}
+			if want.Allowed {
+				allowed++
+			}
+			if admitted > allowed {
+				t.Fatalf("user %d admitted %d times where an empty store admits %d: got %+v, want %+v", i, admitted, allowed, got, want)
+			}
+			same = same && got == want
+			sameAllowed = sameAllowed && got.Allowed == want.Allowed
+			clock.Advance(time.Millisecond)
+		}
+		if same {
+			exact++
+		}
+		if sameAllowed {
+			allowedAlike++
+		}
+	}
+	t.Logf("exact part held %d keys; flood of %d new keys; stats %+v", capacity, sent, afterFlood)
+	t.Logf("%d of %d new users got every Result an empty store gives, %d every Allowed", exact, floodUsers, allowedAlike)
+	if float64(exact) < floodMinimum*float64(floodUsers) {
+		t.Errorf("only %d of %d new users got the empty store's decisions, want at least %.0f%%", exact, floodUsers, 100*floodMinimum)
+	}
+
+	// A second flood as large: the compact part overflows into its floors,
+	// which only ever count more.
+	for i := range sent {
+		if _, err := l.Allow(ctx, "second-"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(10 * time.Microsecond)
+	}
+	checkBytes("after the second flood")
+	for i := range floodVictims {
+		if r, _ := l.Allow(ctx, "victim-"+strconv.Itoa(i)); r.Allowed {
+			t.Fatalf("victim %d, used up before the floods, admitted after them: %+v", i, r)
+		}
+	}
+	for i := range floodUsers {
+		if r, _ := l.Allow(ctx, "user-"+strconv.Itoa(i)); r.Allowed {
+			t.Fatalf("user %d, used up between the floods, admitted after the second: %+v", i, r)
+		}
+	}
+	t.Logf("after a second flood of %d keys: %+v", sent, s.Stats())
+}
