@@ -15,11 +15,13 @@ func WithLogger(l *slog.Logger) Option { return func(cf *config) { cf.log = l } 
 // pressureLogEvery is the least time between two pressure logs.
 const pressureLogEvery = int64(time.Minute / time.Microsecond)
 
-// pressure rate-limits the pressure log.
+// pressure rate-limits the pressure log: a warning at most once a minute, and
+// an error at most once a minute, as soon as states are folded.
 type pressure struct {
 	log        *slog.Logger
 	pending    atomic.Bool  // a key went to the compact part since the last log
-	last       atomic.Int64 // when the last log was written, µs; 0: never
+	lastWarn   atomic.Int64 // when the last warning was written, µs; 0: never
+	lastError  atomic.Int64 // the same for the last error
 	lastFolded atomic.Uint64
 }
 
@@ -30,22 +32,26 @@ func (pr *pressure) note() {
 	}
 }
 
-// report logs the pressure noted, unless it logged less than a minute ago.
-// It runs after a decision on a key the exact part did not hold, outside
-// every lock.
+// report logs the pressure noted, unless it logged as much less than a minute
+// ago. It runs after a decision on a key the exact part did not hold,
+// outside every lock.
 func (pr *pressure) report(s *Store, now int64) {
 	if pr.log == nil || !pr.pending.Load() {
 		return
 	}
-	last := pr.last.Load()
-	if last != 0 && now-last < pressureLogEvery || !pr.last.CompareAndSwap(last, now) {
+	folded, last := s.folded.Load() > pr.lastFolded.Load(), &pr.lastWarn
+	if folded {
+		last = &pr.lastError
+	}
+	if at := last.Load(); at != 0 && now-at < pressureLogEvery || !last.CompareAndSwap(at, now) {
 		return
 	}
 	pr.pending.Store(false)
 	st := s.Stats()
 	attrs := []any{"keys", st.Keys, "max_keys", st.MaxKeys, "bytes", st.Bytes, "max_bytes", st.MaxBytes,
 		"compact_keys", st.ColdKeys, "compact_slots", st.ColdSlots, "spilled", st.Spilled, "folded", st.Folded}
-	if folded := pr.lastFolded.Swap(st.Folded); st.Folded > folded {
+	if folded {
+		pr.lastFolded.Store(st.Folded)
 		pr.log.Error("memory store saturated: its compact part is full, some keys are over-counted and may be denied; raise store.max_bytes", attrs...)
 		return
 	}
