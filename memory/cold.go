@@ -7,8 +7,8 @@ import (
 )
 
 // coldTable is a shard's compact part: the states of keys the exact part had
-// no room for, 16 bytes each instead of an entry's 256 and more, without the
-// key itself. It is allocated when the shard first needs it and never grows.
+// no room for, 16 bytes each (and a floor per 16) instead of an entry's 256
+// and more, without the key itself. It is allocated when the shard first needs it and never grows.
 //
 // A key's state may be in either of two buckets of coldBucketSlots slots,
 // picked from its hash, with a 16-bit fingerprint of the hash and its
@@ -24,16 +24,18 @@ import (
 // bucket then reads as part of its state: the one approximation, and it only
 // ever counts more.
 type coldTable struct {
-	slots  []coldSlot  // bucket b's slots are slots[b*coldBucketSlots:][:coldBucketSlots]
-	floors []coldFloor // one per bucket
-	held   int         // slots holding a state (or an expired one not yet reused)
+	buckets []coldBucket
+	floors  []coldFloor // one per bucket
+	folded  bool        // a floor holds anything: loads read floors only then
+	held    int         // slots holding a state (or an expired one not yet reused)
 }
 
-// coldSlot is one state: meta is the policy's id<<48 | the fingerprint<<32 |
-// x (0 for an empty slot: ids start at 1).
-type coldSlot struct {
-	time int64
-	meta uint64
+// coldBucket is coldBucketSlots states, 16 bytes each, laid out so that a
+// lookup reads one cache line of keys, then only its own slot's time and x.
+type coldBucket struct {
+	keys  [coldBucketSlots]uint32 // the policy's id<<16 | the fingerprint; 0: empty (ids start at 1)
+	xs    [coldBucketSlots]uint32
+	times [coldBucketSlots]int64
 }
 
 // coldFloor holds, for the keys folded into a bucket, a state no less than
@@ -48,14 +50,15 @@ type coldFloor struct {
 const (
 	coldBucketSlots = 16
 	// coldBucketBytes is what one bucket costs: its slots and its floor.
-	coldBucketBytes = coldBucketSlots*int64(unsafe.Sizeof(coldSlot{})) + int64(unsafe.Sizeof(coldFloor{}))
+	coldBucketBytes = int64(unsafe.Sizeof(coldBucket{})) + int64(unsafe.Sizeof(coldFloor{}))
 )
 
 func newColdTable(buckets int) *coldTable {
-	return &coldTable{slots: make([]coldSlot, buckets*coldBucketSlots), floors: make([]coldFloor, buckets)}
+	return &coldTable{buckets: make([]coldBucket, buckets), floors: make([]coldFloor, buckets)}
 }
 
 // coldRef is where one key's state is, or goes, in a shard's compact part.
+// A slot is numbered b*coldBucketSlots + its index in bucket b.
 type coldRef struct {
 	id     uint32 // the policy's coldIDs id; 0: none, the key has no compact state
 	b1, b2 int    // its buckets
@@ -70,45 +73,55 @@ func (t *coldTable) ref(h uint64, id uint32) coldRef {
 	z := (h ^ h>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	z ^= z >> 31
-	n := uint64(len(t.floors))
+	n := uint64(len(t.buckets))
 	r := coldRef{id: id, b1: int(uint64(uint32(z)) * n >> 32), b2: int(z >> 32 * n >> 32), fp: uint16(h >> 16), match: -1}
-	r.match = t.next(&r, -1)
+	// Both buckets' keys in one pass, so that the two cache misses overlap.
+	want, keys1, keys2 := r.key(), &t.buckets[r.b1].keys, &t.buckets[r.b2].keys
+	for k := range coldBucketSlots {
+		if keys1[k] == want {
+			r.match = r.b1*coldBucketSlots + k
+			break
+		}
+		if keys2[k] == want && r.match < 0 {
+			r.match = r.b2*coldBucketSlots + k
+		}
+	}
 	return r
 }
 
-// key is what a slot of r's key holds above x.
-func (r *coldRef) key() uint64 { return uint64(r.id)<<48 | uint64(r.fp)<<32 }
+// key is what a slot of r's key holds in keys.
+func (r *coldRef) key() uint32 { return r.id<<16 | uint32(r.fp) }
 
-// next returns the first slot after i in r's buckets that r's key may own, or -1.
-func (t *coldTable) next(r *coldRef, i int) int {
+// next returns the first slot after j in r's buckets that r's key may own, or -1.
+func (t *coldTable) next(r *coldRef, j int) int {
 	want := r.key()
-	for i++; i < 2*coldBucketSlots; i++ {
-		b := r.b1
-		if i >= coldBucketSlots {
-			if r.b2 == r.b1 {
-				break
-			}
-			b = r.b2
-		}
-		j := b*coldBucketSlots + i%coldBucketSlots
-		if t.slots[j].meta&^0xFFFFFFFF == want {
-			return j
-		}
+	b, k := r.b1, 0
+	if j >= 0 {
+		b, k = j/coldBucketSlots, j%coldBucketSlots+1
 	}
-	return -1
+	for {
+		keys := &t.buckets[b].keys
+		for ; k < coldBucketSlots; k++ {
+			if keys[k] == want {
+				return b*coldBucketSlots + k
+			}
+		}
+		if b != r.b1 || r.b2 == r.b1 {
+			return -1
+		}
+		b, k = r.b2, 0
+	}
 }
 
-// slotIndex returns which of the (up to) 32 slots of r's buckets j is.
-func (r *coldRef) slotIndex(j int) int {
-	if j/coldBucketSlots == r.b1 {
-		return j % coldBucketSlots
-	}
-	return coldBucketSlots + j%coldBucketSlots
+// at returns slot j's bucket and index in it.
+func (t *coldTable) at(j int) (*coldBucket, int) {
+	return &t.buckets[j/coldBucketSlots], j % coldBucketSlots
 }
 
 // state returns what slot j holds.
 func (t *coldTable) state(j int) coldState {
-	return coldState{time: t.slots[j].time, x: uint32(t.slots[j].meta)}
+	b, k := t.at(j)
+	return coldState{time: b.times[k], x: b.xs[k]}
 }
 
 // load writes into *st the state of r's key under p at now: every slot it may
@@ -116,7 +129,7 @@ func (t *coldTable) state(j int) coldState {
 func (t *coldTable) load(r *coldRef, p *sluice.Policy, alg uint8, now int64, st *sluice.State) bool {
 	found := false
 	var other sluice.State
-	for j := r.match; j >= 0; j = t.next(r, r.slotIndex(j)) {
+	for j := r.match; j >= 0; j = t.next(r, j) {
 		if !found {
 			t.state(j).decode(p, alg, now, st)
 			found = true
@@ -124,6 +137,9 @@ func (t *coldTable) load(r *coldRef, p *sluice.Policy, alg uint8, now int64, st 
 		}
 		t.state(j).decode(p, alg, now, &other)
 		merge(p, alg, now, st, &other)
+	}
+	if !t.folded {
+		return found
 	}
 	buckets := []int{r.b1, r.b2}
 	if r.b2 == r.b1 {
@@ -159,9 +175,8 @@ func (f *coldFloor) state(alg uint8, now int64, st *sluice.State) bool {
 // clear forgets every slot r's key may own (Reset: another key's it shares
 // them with too).
 func (t *coldTable) clear(r *coldRef) {
-	for j := r.match; j >= 0; j = t.next(r, r.slotIndex(j)) {
-		t.slots[j] = coldSlot{}
-		t.held--
+	for j := r.match; j >= 0; j = t.next(r, j) {
+		t.free(j)
 	}
 	r.match = -1
 }
@@ -171,18 +186,24 @@ func (t *coldTable) clear(r *coldRef) {
 // policy saying so is not enough: another key sharing a slot may read it
 // under a longer period.)
 func (t *coldTable) clearExpired(ids *coldIDs, r *coldRef, now int64) {
-	for j := r.match; j >= 0; j = t.next(r, r.slotIndex(j)) {
+	for j := r.match; j >= 0; j = t.next(r, j) {
 		if t.expires(ids, j) <= now {
-			t.slots[j] = coldSlot{}
-			t.held--
+			t.free(j)
 		}
 	}
 }
 
+// free empties slot j.
+func (t *coldTable) free(j int) {
+	b, k := t.at(j)
+	b.keys[k], b.xs[k], b.times[k] = 0, 0, 0
+	t.held--
+}
+
 // expires returns when the state slot j holds is back to initial, at the latest.
 func (t *coldTable) expires(ids *coldIDs, j int) int64 {
-	cp := ids.get(uint32(t.slots[j].meta >> 48))
-	return t.slots[j].time + cp.span.Load()
+	b, k := t.at(j)
+	return b.times[k] + ids.get(b.keys[k]>>16).span.Load()
 }
 
 // keptUntil returns until when the slots the key of hash h under the policy
@@ -192,23 +213,23 @@ func (t *coldTable) keptUntil(ids *coldIDs, h uint64, id uint32) int64 {
 		return 0
 	}
 	until, r := int64(0), t.ref(h, id)
-	for j := r.match; j >= 0; j = t.next(&r, r.slotIndex(j)) {
+	for j := r.match; j >= 0; j = t.next(&r, j) {
 		until = max(until, t.expires(ids, j))
 	}
 	return until
 }
 
-// fold adds the state of slot j, in bucket b, to b's floor and frees the slot.
-func (t *coldTable) fold(ids *coldIDs, j, b int) {
-	alg := ids.get(uint32(t.slots[j].meta >> 48)).alg
-	c, f := t.state(j), &t.floors[b]
+// fold adds the state of slot j to its bucket's floor and frees the slot.
+func (t *coldTable) fold(ids *coldIDs, j int) {
+	b, k := t.at(j)
+	alg, c, f := ids.get(b.keys[k]>>16).alg, t.state(j), &t.floors[j/coldBucketSlots]
 	if isBucket(alg) {
 		f.tat = max(f.tat, c.time)
 	} else {
 		f.units, f.at = max(f.units, c.units(alg)), max(f.at, c.time)
 	}
-	t.slots[j] = coldSlot{}
-	t.held--
+	t.folded = true
+	t.free(j)
 }
 
 // foldState adds st, a state of alg with no compact form, to bucket b's floor.
@@ -216,10 +237,11 @@ func (t *coldTable) foldState(alg uint8, st *sluice.State, b int) {
 	f := &t.floors[b]
 	if isBucket(alg) {
 		f.tat = max(f.tat, tatOf(alg, st))
-		return
+	} else {
+		n, at := units(alg, st)
+		f.units, f.at = max(f.units, n), max(f.at, at)
 	}
-	n, at := units(alg, st)
-	f.units, f.at = max(f.units, n), max(f.at, at)
+	t.folded = true
 }
 
 // take returns a free slot for r's key: in the emptier of its buckets, an
@@ -227,11 +249,12 @@ func (t *coldTable) foldState(alg uint8, st *sluice.State, b int) {
 // that would expire first, folded into its floor (folded reports it).
 func (t *coldTable) take(ids *coldIDs, r *coldRef, now int64) (j int, folded bool) {
 	best, bestFree := -1, -1
-	victim, victimBucket, victimExpires := -1, -1, int64(0)
+	victim, victimExpires := -1, int64(0)
 	for _, b := range [2]int{r.b1, r.b2} {
 		free, first := 0, -1
-		for j := b * coldBucketSlots; j < (b+1)*coldBucketSlots; j++ {
-			if t.slots[j].meta == 0 {
+		for k, key := range &t.buckets[b].keys {
+			j := b*coldBucketSlots + k
+			if key == 0 {
 				free++
 				if first < 0 {
 					first = j
@@ -245,7 +268,7 @@ func (t *coldTable) take(ids *coldIDs, r *coldRef, now int64) (j int, folded boo
 					first = j
 				}
 			case victim < 0 || exp < victimExpires:
-				victim, victimBucket, victimExpires = j, b, exp
+				victim, victimExpires = j, exp
 			}
 		}
 		if free > bestFree && first >= 0 {
@@ -258,14 +281,15 @@ func (t *coldTable) take(ids *coldIDs, r *coldRef, now int64) (j int, folded boo
 	if best >= 0 {
 		return best, false
 	}
-	t.fold(ids, victim, victimBucket)
+	t.fold(ids, victim)
 	return victim, true
 }
 
 // put writes c, a state of r's key, into slot j.
 func (t *coldTable) put(r *coldRef, j int, c coldState) {
-	if t.slots[j].meta == 0 {
+	b, k := t.at(j)
+	if b.keys[k] == 0 {
 		t.held++
 	}
-	t.slots[j] = coldSlot{time: c.time, meta: r.key() | uint64(c.x)}
+	b.keys[k], b.xs[k], b.times[k] = r.key(), c.x, c.time
 }
