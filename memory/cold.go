@@ -245,11 +245,14 @@ func (t *coldTable) foldState(alg uint8, st *sluice.State, b int) {
 }
 
 // take returns a free slot for r's key: in the emptier of its buckets, an
-// empty one or one whose state has expired; when both are full, the slot
-// that would expire first, folded into its floor (folded reports it).
+// empty one or one whose state has expired. When both are full it folds one
+// into its floor (folded reports it), the one that harms the other keys of
+// its bucket least: one the floor already covers, else the fewest units, else
+// the first to expire (for the buckets, whose units it cannot tell, the first
+// to be full again).
 func (t *coldTable) take(ids *coldIDs, r *coldRef, now int64) (j int, folded bool) {
 	best, bestFree := -1, -1
-	victim, victimExpires := -1, int64(0)
+	var victim foldCost
 	for _, b := range [2]int{r.b1, r.b2} {
 		free, first := 0, -1
 		for k, key := range &t.buckets[b].keys {
@@ -261,14 +264,15 @@ func (t *coldTable) take(ids *coldIDs, r *coldRef, now int64) (j int, folded boo
 				}
 				continue
 			}
-			switch exp := t.expires(ids, j); {
-			case exp <= now:
-				free++
-				if first < 0 {
-					first = j
-				}
-			case victim < 0 || exp < victimExpires:
-				victim, victimExpires = j, exp
+			cp := ids.get(key >> 16)
+			c := t.state(j)
+			if exp := c.time + cp.span.Load(); exp > now {
+				victim = victim.min(t.foldCost(cp.alg, j, c, exp))
+				continue
+			}
+			free++
+			if first < 0 {
+				first = j
 			}
 		}
 		if free > bestFree && first >= 0 {
@@ -281,8 +285,52 @@ func (t *coldTable) take(ids *coldIDs, r *coldRef, now int64) (j int, folded boo
 	if best >= 0 {
 		return best, false
 	}
-	t.fold(ids, victim)
-	return victim, true
+	t.fold(ids, victim.slot)
+	return victim.slot, true
+}
+
+// foldCost is what folding a slot costs the other keys of its bucket.
+type foldCost struct {
+	slot    int
+	set     bool  // false: no slot yet
+	raises  bool  // the floor does not cover its state yet
+	units   int64 // a window's or log's units (0 for the buckets)
+	expires int64
+}
+
+// foldCost returns the cost of folding slot j, which holds c of alg, live
+// until expires.
+func (t *coldTable) foldCost(alg uint8, j int, c coldState, expires int64) foldCost {
+	f := &t.floors[j/coldBucketSlots]
+	fc := foldCost{slot: j, set: true, expires: expires}
+	if isBucket(alg) {
+		fc.raises = c.time > f.tat
+	} else {
+		fc.units = c.units(alg)
+		fc.raises = fc.units > f.units || c.time > f.at
+	}
+	return fc
+}
+
+// min returns the cheaper of a and b.
+func (a foldCost) min(b foldCost) foldCost {
+	switch {
+	case !a.set:
+		return b
+	case a.raises != b.raises:
+		if a.raises {
+			return b
+		}
+		return a
+	case a.units != b.units:
+		if b.units < a.units {
+			return b
+		}
+		return a
+	case b.expires < a.expires:
+		return b
+	}
+	return a
 }
 
 // put writes c, a state of r's key, into slot j.
