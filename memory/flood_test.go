@@ -161,3 +161,39 @@ func newUsers(t *testing.T, clock *storetest.Clock, l *sluice.Limiter, p sluice.
 	}
 	return exact, allowedAlike, float64(admissions) / float64(wanted), lockedOut
 }
+
+// Past what the compact part holds, a flood of keys each used up folds whole
+// limits into its floors: the new keys whose buckets hold one are denied
+// until those reset (the attack costs a limit's worth of requests per key);
+// no flooded key is ever admitted again before its reset.
+func TestFloodOfUsedUpKeysPastTheCompactPart(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(1024))
+	p := sluice.Policy{Name: "login", Algorithm: sluice.FixedWindow, Limit: 5, Period: 15 * time.Minute}
+	l := mustLimiter(t, s, p)
+	ctx := context.Background()
+	slots := s.Stats().ColdSlots
+	flooded := 2 * slots
+	denied := 0 // once floors hold whole limits, some flood keys are denied too
+	for i := range flooded {
+		for range p.Limit {
+			if r, _ := l.Allow(ctx, "used-"+strconv.Itoa(i)); !r.Allowed {
+				denied++
+			}
+		}
+		clock.Advance(10 * time.Microsecond)
+	}
+	st := s.Stats()
+	if st.Folded == 0 || st.Bytes > st.MaxBytes {
+		t.Fatalf("stats %+v: want states folded, within the bytes", st)
+	}
+	exact, allowedAlike, share, lockedOut := newUsers(t, clock, l, p, "new-", 1000)
+	t.Logf("%d keys used up (%d of their requests denied), %d compact slots; stats %+v", flooded, denied, slots, st)
+	t.Logf("then %d of 1000 new users got every Result an empty store gives, %d every Allowed; %.3f of their admissions; %d locked out",
+		exact, allowedAlike, share, lockedOut)
+	for i := range flooded {
+		if r, _ := l.Allow(ctx, "used-"+strconv.Itoa(i)); r.Allowed {
+			t.Fatalf("used-up key %d admitted before its reset: %+v", i, r)
+		}
+	}
+}

@@ -31,7 +31,7 @@ func newStoreCollector(s *Service) *storeCollector {
 		memMaxKeys:      prometheus.NewDesc("sluice_memory_max_keys", "The memory store's key bound (store.max_keys).", role, nil),
 		memMaxBytes:     prometheus.NewDesc("sluice_memory_max_bytes", "The memory store's byte bound (store.max_bytes).", role, nil),
 		memEvicted:      prometheus.NewDesc("sluice_memory_evictions_total", "Keys the memory store forgot before their reset to make room (each had used at most 1/64 of its capacity).", role, nil),
-		memRefused:      prometheus.NewDesc("sluice_memory_refused_total", "Decisions denied because the memory store was full and had no compact part to keep the key in (a store.max_bytes too small for one).", role, nil),
+		memRefused:      prometheus.NewDesc("sluice_memory_refused_total", "Decisions denied because the memory store had nowhere to keep a new key's state (no compact part, or a policy past its 65,535th name and algorithm).", role, nil),
 		memCompactKeys:  prometheus.NewDesc("sluice_memory_compact_keys", "States the memory store's compact part holds: keys its exact part had no room for.", role, nil),
 		memCompactSlots: prometheus.NewDesc("sluice_memory_compact_slots", "States the memory store's compact part can hold (half of store.max_bytes, 16 bytes each).", role, nil),
 		memSpilled:      prometheus.NewDesc("sluice_memory_spilled_total", "New keys the memory store kept in its compact part because its exact part was full: the store is under pressure.", role, nil),
