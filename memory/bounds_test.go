@@ -266,10 +266,7 @@ func TestNewShortKeyAllocatesNothing(t *testing.T) {
 	// key, so about a thousand keys are live and sweeping keeps up.
 	l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Millisecond})
 	ctx := context.Background()
-	keys := make([]string, 50_000)
-	for i := range keys {
-		keys[i] = "user-" + strconv.Itoa(i)
-	}
+	keys := numbered("user-", 50_000)
 	next := 0
 	step := func() {
 		clock.Advance(time.Microsecond)
@@ -299,10 +296,7 @@ func TestZeroAllocsInCompactPart(t *testing.T) {
 			s := memory.NewCompactFirst(memory.WithClock(clock))
 			l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: a, Limit: 10_000, Period: time.Hour})
 			ctx := context.Background()
-			keys := make([]string, 1000)
-			for i := range keys {
-				keys[i] = "k" + strconv.Itoa(i)
-			}
+			keys := numbered("k", 1000)
 			next := 0
 			step := func() {
 				clock.Advance(time.Microsecond)

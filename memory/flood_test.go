@@ -128,22 +128,15 @@ func newUsers(t *testing.T, clock *storetest.Clock, l *sluice.Limiter, p sluice.
 	for i := range n {
 		key := prefix + strconv.Itoa(i)
 		empty := mustLimiter(t, memory.New(memory.WithClock(clock)), p)
-		same, sameAllowed, admitted, allowed := true, true, 0, 0
+		same, sameAllowed := true, true
+		var count tally
 		for range p.Limit + 1 {
 			got, err := l.Allow(ctx, key)
 			want, _ := empty.Allow(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Allowed {
-				admitted++
-			}
-			if want.Allowed {
-				allowed++
-			}
-			if admitted > allowed {
-				t.Fatalf("%s admitted %d times where an empty store admits %d: got %+v, want %+v", key, admitted, allowed, got, want)
-			}
+			count.add(t, got, want, key+", against an empty store")
 			same = same && got == want
 			sameAllowed = sameAllowed && got.Allowed == want.Allowed
 			clock.Advance(time.Millisecond)
@@ -154,12 +147,39 @@ func newUsers(t *testing.T, clock *storetest.Clock, l *sluice.Limiter, p sluice.
 		if sameAllowed {
 			allowedAlike++
 		}
-		if admitted == 0 {
+		if count.got == 0 {
 			lockedOut++
 		}
-		admissions, wanted = admissions+admitted, wanted+allowed
+		admissions, wanted = admissions+count.got, wanted+count.want
 	}
 	return exact, allowedAlike, float64(admissions) / float64(wanted), lockedOut
+}
+
+// tally counts the admissions of a store under test (got) and of one it may
+// never admit more than (want).
+type tally struct{ got, want int }
+
+// add counts a pair of results and fails the test once got has admitted more.
+func (c *tally) add(t *testing.T, got, want sluice.Result, what string) {
+	t.Helper()
+	if got.Allowed {
+		c.got++
+	}
+	if want.Allowed {
+		c.want++
+	}
+	if c.got > c.want {
+		t.Fatalf("%s: admitted %d times where the other admits %d: got %+v, want %+v", what, c.got, c.want, got, want)
+	}
+}
+
+// numbered returns n keys: prefix followed by 0 to n-1.
+func numbered(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = prefix + strconv.Itoa(i)
+	}
+	return keys
 }
 
 // Past what the compact part holds, a flood of keys each used up folds whole
