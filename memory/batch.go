@@ -42,6 +42,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	for _, k := range locked {
 		s.shards[k].mu.Lock()
 	}
+	defer s.pressure.report(s, now) // deferred first, so it runs after the unlocking
 	defer func() {
 		for _, k := range locked {
 			s.shards[k].mu.Unlock()

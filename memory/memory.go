@@ -273,7 +273,8 @@ func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
 	return nil
 }
 
-// Len returns the number of keys held.
+// Len returns the number of keys the exact part holds (Stats counts the
+// compact part's too).
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
