@@ -130,3 +130,32 @@ func assertNoMore(t *testing.T, p *sluice.Policy, now int64, got, want *sluice.S
 		}
 	}
 }
+
+// entryHash gives back, from an entry, the hash its key was stored under (a
+// demoted key must land in the buckets its next lookup reads), for short keys
+// held inside the entry and long ones held apart.
+func TestEntryHashIsTheKeysHash(t *testing.T) {
+	s := New(WithClock(storetest.NewClock(storetest.Epoch)))
+	for _, a := range sluice.Algorithms {
+		p := &sluice.Policy{Name: "p-" + string(a), Algorithm: a, Limit: 10, Period: time.Hour}
+		for i := range 200 {
+			key := fmt.Sprint("k", i)
+			if i%2 == 1 {
+				key = fmt.Sprintf("a-key-longer-than-fifteen-bytes-%d", i)
+			}
+			var res sluice.Result
+			s.apply(p, key, 1, true, nil, &res)
+			var id entryKey
+			id.set(p, key)
+			h := s.hash(&id)
+			sh := &s.shards[h&s.mask]
+			pos, ok := sh.find(h, &id)
+			if !ok {
+				t.Fatalf("%s/%s not stored", p.Name, key)
+			}
+			if got := s.entryHash(sh.at(pos)); got != h {
+				t.Fatalf("%s/%s: entryHash %x, stored under %x", p.Name, key, got, h)
+			}
+		}
+	}
+}
