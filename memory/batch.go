@@ -58,7 +58,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 			e := it.shard.at(j)
 			e.load(&it.old)
 			it.oldCap = e.logCap
-		} else if it.shard.cold != nil {
+		} else if it.shard.cold.live(now) {
 			it.u = s.budgets.usage(r.Policy.Name)
 			_, it.held = s.coldRead(it.shard, it.hash, it.u, r.Policy, it.id.alg, now, &it.old)
 		}

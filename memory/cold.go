@@ -28,6 +28,10 @@ type coldTable struct {
 	floors  []coldFloor // one per bucket
 	folded  bool        // a floor holds anything: loads read floors only then
 	held    int         // slots holding a state (or an expired one not yet reused)
+	// until is when the last state written here expires: from then on the
+	// table holds nothing and lookups skip it, so a flood that has passed
+	// costs new keys nothing.
+	until int64
 }
 
 // coldBucket is coldBucketSlots states, 16 bytes each, laid out so that a
@@ -45,6 +49,7 @@ type coldBucket struct {
 // reader's own policy, it only ever over-counts the others.
 type coldFloor struct {
 	tat, units, at int64
+	until          int64 // when the last state folded here expires: read only before then
 }
 
 const (
@@ -162,6 +167,8 @@ func (t *coldTable) load(r *coldRef, p *sluice.Policy, alg uint8, now int64, st 
 // whether that is anything.
 func (f *coldFloor) state(alg uint8, now int64, st *sluice.State) bool {
 	switch {
+	case f.until <= now:
+		return false
 	case isBucket(alg) && f.tat > now:
 		bucketAt(alg, f.tat, now, st)
 	case !isBucket(alg) && f.units > 0:
@@ -228,12 +235,14 @@ func (t *coldTable) fold(ids *coldIDs, j int) {
 	} else {
 		f.units, f.at = max(f.units, c.units(alg)), max(f.at, c.time)
 	}
+	f.until = max(f.until, t.expires(ids, j))
 	t.folded = true
 	t.free(j)
 }
 
-// foldState adds st, a state of alg with no compact form, to bucket b's floor.
-func (t *coldTable) foldState(alg uint8, st *sluice.State, b int) {
+// foldState adds st, a state of alg with no compact form that expires at
+// expires, to bucket b's floor.
+func (t *coldTable) foldState(alg uint8, st *sluice.State, b int, expires int64) {
 	f := &t.floors[b]
 	if isBucket(alg) {
 		f.tat = max(f.tat, tatOf(alg, st))
@@ -241,6 +250,8 @@ func (t *coldTable) foldState(alg uint8, st *sluice.State, b int) {
 		n, at := units(alg, st)
 		f.units, f.at = max(f.units, n), max(f.at, at)
 	}
+	f.until = max(f.until, expires)
+	t.until = max(t.until, expires)
 	t.folded = true
 }
 
@@ -333,11 +344,15 @@ func (a foldCost) min(b foldCost) foldCost {
 	return a
 }
 
-// put writes c, a state of r's key, into slot j.
-func (t *coldTable) put(r *coldRef, j int, c coldState) {
+// put writes c, a state of r's key that expires at expires, into slot j.
+func (t *coldTable) put(r *coldRef, j int, c coldState, expires int64) {
 	b, k := t.at(j)
 	if b.keys[k] == 0 {
 		t.held++
 	}
 	b.keys[k], b.xs[k], b.times[k] = r.key(), c.x, c.time
+	t.until = max(t.until, expires)
 }
+
+// live reports whether t may hold a state at now.
+func (t *coldTable) live(now int64) bool { return t != nil && t.until > now }

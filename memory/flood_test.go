@@ -114,6 +114,13 @@ func testFlood(t *testing.T, fc floodCase, a sluice.Algorithm) {
 	if lockedOut > 0 {
 		t.Errorf("%d of %d new users locked out after the second flood: the floors hold the flood's one unit a key, no more", lockedOut, floodUsers)
 	}
+
+	// Once the floods' keys have reset, so has the compact part: new users
+	// get their whole limit again.
+	clock.Advance(2 * p.Period)
+	if exact, _, _, _ = newUsers(t, clock, l, p, "after-", floodUsers); float64(exact) < floodMinimum*float64(floodUsers) {
+		t.Errorf("after the floods reset, only %d of %d new users got the empty store's decisions", exact, floodUsers)
+	}
 }
 
 // newUsers sends n new keys their whole limit, 1ms apart, and one request

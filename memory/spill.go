@@ -12,7 +12,7 @@ func (s *Store) applyAbsent(sh *shard, h uint64, p *sluice.Policy, id *entryKey,
 	var next sluice.State
 	var u *usage
 	cold, held := coldRef{match: -1}, false
-	if sh.cold != nil {
+	if sh.cold.live(now) {
 		u = s.budgets.usage(p.Name)
 		cold, held = s.coldRead(sh, h, u, p, id.alg, now, &next)
 	}
@@ -92,7 +92,7 @@ func (s *Store) growLog(sh *shard, i int32, h uint64, p *sluice.Policy, next *sl
 func (s *Store) coldRead(sh *shard, h uint64, u *usage, p *sluice.Policy, alg uint8, now int64, st *sluice.State) (r coldRef, held bool) {
 	r.match = -1
 	id := u.coldIDs[alg].Load()
-	if id == 0 || sh.cold == nil {
+	if id == 0 || !sh.cold.live(now) {
 		return r, false
 	}
 	r = sh.cold.ref(h, id)
@@ -123,7 +123,7 @@ func (s *Store) spill(sh *shard, h uint64, u *usage, alg uint8, p *sluice.Policy
 	r := t.ref(h, id)
 	c, _, ok := encodeCold(alg, st)
 	if !ok { // no compact form: the floor holds it
-		t.foldState(alg, st, r.b1)
+		t.foldState(alg, st, r.b1, expires)
 		s.folded.Add(1)
 		return true
 	}
@@ -144,7 +144,7 @@ func (s *Store) spill(sh *shard, h uint64, u *usage, alg uint8, p *sluice.Policy
 			s.folded.Add(1)
 		}
 	}
-	t.put(&r, j, c)
+	t.put(&r, j, c, max(expires, c.time+s.colds.get(id).span.Load()))
 	return true
 }
 
