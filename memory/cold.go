@@ -45,11 +45,32 @@ type coldBucket struct {
 // coldFloor holds, for the keys folded into a bucket, a state no less than
 // any of theirs: for the buckets (token_bucket, leaky_bucket, gcra) the
 // latest time one is full again; for the windows and the log, the most units
-// any held, counted at the latest time any held them. Read under each
-// reader's own policy, it only ever over-counts the others.
+// any held, counted at the latest time any held them. Only the keys of the
+// policies folded into it read it (all of them once more than two were), each
+// under its own policy, so it only ever over-counts the others.
 type coldFloor struct {
 	tat, units, at int64
-	until          int64 // when the last state folded here expires: read only before then
+	until          int64     // when the last state folded here expires: read only before then
+	ids            [2]uint16 // the policies whose states were folded here; 0: none yet
+	mixed          bool      // a third one was too: every key of the bucket reads it
+}
+
+// note records that a state of the policy id was folded into f.
+func (f *coldFloor) note(id uint32) {
+	switch {
+	case f.holds(id) && !f.mixed:
+	case f.ids[0] == 0:
+		f.ids[0] = uint16(id)
+	case f.ids[1] == 0:
+		f.ids[1] = uint16(id)
+	default:
+		f.mixed = true
+	}
+}
+
+// holds reports whether a state of the policy id may have been folded into f.
+func (f *coldFloor) holds(id uint32) bool {
+	return f.mixed || f.ids[0] == uint16(id) || f.ids[1] == uint16(id)
 }
 
 const (
@@ -151,7 +172,7 @@ func (t *coldTable) load(r *coldRef, p *sluice.Policy, alg uint8, now int64, st 
 		buckets = buckets[:1]
 	}
 	for _, b := range buckets {
-		if !t.floors[b].state(alg, now, &other) {
+		if !t.floors[b].state(r.id, alg, now, &other) {
 			continue
 		}
 		if found {
@@ -163,11 +184,11 @@ func (t *coldTable) load(r *coldRef, p *sluice.Policy, alg uint8, now int64, st 
 	return found
 }
 
-// state writes into *st what f holds for keys of alg at now, and reports
-// whether that is anything.
-func (f *coldFloor) state(alg uint8, now int64, st *sluice.State) bool {
+// state writes into *st what f holds for keys of the policy id, of alg, at
+// now, and reports whether that is anything.
+func (f *coldFloor) state(id uint32, alg uint8, now int64, st *sluice.State) bool {
 	switch {
-	case f.until <= now:
+	case f.until <= now || !f.holds(id):
 		return false
 	case isBucket(alg) && f.tat > now:
 		bucketAt(alg, f.tat, now, st)
@@ -229,21 +250,24 @@ func (t *coldTable) keptUntil(ids *coldIDs, h uint64, id uint32) int64 {
 // fold adds the state of slot j to its bucket's floor and frees the slot.
 func (t *coldTable) fold(ids *coldIDs, j int) {
 	b, k := t.at(j)
-	alg, c, f := ids.get(b.keys[k]>>16).alg, t.state(j), &t.floors[j/coldBucketSlots]
+	id := b.keys[k] >> 16
+	alg, c, f := ids.get(id).alg, t.state(j), &t.floors[j/coldBucketSlots]
 	if isBucket(alg) {
 		f.tat = max(f.tat, c.time)
 	} else {
 		f.units, f.at = max(f.units, c.units(alg)), max(f.at, c.time)
 	}
 	f.until = max(f.until, t.expires(ids, j))
+	f.note(id)
 	t.folded = true
 	t.free(j)
 }
 
-// foldState adds st, a state of alg with no compact form that expires at
-// expires, to bucket b's floor.
-func (t *coldTable) foldState(alg uint8, st *sluice.State, b int, expires int64) {
+// foldState adds st, a state of the policy id, of alg, with no compact form
+// and that expires at expires, to bucket b's floor.
+func (t *coldTable) foldState(id uint32, alg uint8, st *sluice.State, b int, expires int64) {
 	f := &t.floors[b]
+	f.note(id)
 	if isBucket(alg) {
 		f.tat = max(f.tat, tatOf(alg, st))
 	} else {
@@ -278,7 +302,7 @@ func (t *coldTable) take(ids *coldIDs, r *coldRef, now int64) (j int, folded boo
 			cp := ids.get(key >> 16)
 			c := t.state(j)
 			if exp := c.time + cp.span.Load(); exp > now {
-				victim = victim.min(t.foldCost(cp.alg, j, c, exp))
+				victim = victim.min(t.foldCost(key>>16, cp.alg, j, c, exp))
 				continue
 			}
 			free++
@@ -309,16 +333,16 @@ type foldCost struct {
 	expires int64
 }
 
-// foldCost returns the cost of folding slot j, which holds c of alg, live
-// until expires.
-func (t *coldTable) foldCost(alg uint8, j int, c coldState, expires int64) foldCost {
+// foldCost returns the cost of folding slot j, which holds c, a state of the
+// policy id, of alg, live until expires.
+func (t *coldTable) foldCost(id uint32, alg uint8, j int, c coldState, expires int64) foldCost {
 	f := &t.floors[j/coldBucketSlots]
-	fc := foldCost{slot: j, set: true, expires: expires}
+	fc := foldCost{slot: j, set: true, expires: expires, raises: !f.holds(id)}
 	if isBucket(alg) {
-		fc.raises = c.time > f.tat
+		fc.raises = fc.raises || c.time > f.tat
 	} else {
 		fc.units = c.units(alg)
-		fc.raises = fc.units > f.units || c.time > f.at
+		fc.raises = fc.raises || fc.units > f.units || c.time > f.at
 	}
 	return fc
 }

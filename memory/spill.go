@@ -123,7 +123,7 @@ func (s *Store) spill(sh *shard, h uint64, u *usage, alg uint8, p *sluice.Policy
 	r := t.ref(h, id)
 	c, _, ok := encodeCold(alg, st)
 	if !ok { // no compact form: the floor holds it
-		t.foldState(alg, st, r.b1, expires)
+		t.foldState(id, alg, st, r.b1, expires)
 		s.folded.Add(1)
 		return true
 	}
