@@ -44,7 +44,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		return nil, nil, problems[0]
 	}
 	if rc == nil {
-		return memory.New(memoryOptions(cfg)...), func() {}, nil
+		return memory.New(memoryOptions(cfg, log.With("store", "memory"))...), func() {}, nil
 	}
 	for _, w := range StoreWarnings(cfg) {
 		log.Warn("store", "warning", w)
@@ -69,7 +69,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		// A breaker per shard of a sharded store, per master of a Cluster:
 		// one node down sends only its own keys to the fail policy.
 		failover.WithBreakerPerNode(func(r sluice.Request) string { return rs.NodeOf(r.Policy, r.Key) }),
-		failover.WithLocal(memory.New(memoryOptions(cfg)...)),
+		failover.WithLocal(memory.New(memoryOptions(cfg, log.With("store", "local"))...)),
 		failover.WithNodeStateChange(func(node string, from, to failover.BreakerState) {
 			level := slog.LevelWarn
 			if to == failover.BreakerClosed {
@@ -229,10 +229,11 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 	return rc, problems
 }
 
-// memoryOptions bounds the memory store (or the local fallback) as configured;
-// unset bounds keep memory's defaults.
-func memoryOptions(cfg config.Store) []memory.Option {
-	var opts []memory.Option
+// memoryOptions bounds the memory store (or the local fallback) as configured
+// (unset bounds keep memory's defaults) and has it log on log while it is
+// full.
+func memoryOptions(cfg config.Store, log *slog.Logger) []memory.Option {
+	opts := []memory.Option{memory.WithLogger(log)}
 	if cfg.MaxKeys > 0 {
 		opts = append(opts, memory.WithMaxKeys(cfg.MaxKeys))
 	}
