@@ -111,4 +111,3 @@ Run "sluice help COMMAND" or "sluice COMMAND -h" for a command's flags,
 "sluice --version" for the version.
 `)
 }
-
