@@ -191,6 +191,10 @@ func (p *Policy) DeniesAll() bool { return p.Limit == 0 }
 type Domain struct {
 	Name        string
 	Descriptors []*Descriptor
+	// Shadow: no request to the domain is denied, whatever its limits say
+	// (envoyproxy/ratelimit's SHADOW_MODE; see Modes). Its limits are then
+	// shadow ones too.
+	Shadow bool
 }
 
 // Descriptor is one node of a domain's tree. A request descriptor (a list of
