@@ -42,6 +42,7 @@ type Service struct {
 	dynamic  *config.Config
 
 	overrides *overrides.Store // nil: none
+	modes     config.Modes     // applied to every configuration put in force
 }
 
 // snapshot is one configuration with what the hot path derives from it.
@@ -58,6 +59,7 @@ type options struct {
 	version   string
 	tracer    *tracing.Tracer
 	overrides *overrides.Store
+	modes     config.Modes
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -66,13 +68,18 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithVersion sets the version reported by sluice_build_info.
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 
+// WithModes applies envoyproxy/ratelimit's global switches (SHADOW_MODE,
+// QUOTA_MODE) to every configuration the Service puts in force: the first,
+// each reload's and each from xDS (see config.Config.WithModes).
+func WithModes(m config.Modes) Option { return func(o *options) { o.modes = m } }
+
 // New returns a Service deciding on store with cfg in force.
 func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	o := options{log: slog.Default(), version: "devel"}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Service{store: store, decider: o.tracer.WrapStore(store), tracer: o.tracer, metrics: newMetrics(o.version), log: o.log, overrides: o.overrides}
+	s := &Service{store: store, decider: o.tracer.WrapStore(store), tracer: o.tracer, metrics: newMetrics(o.version), log: o.log, overrides: o.overrides, modes: o.modes}
 	if o.overrides != nil {
 		s.metrics.registry.MustRegister(o.overrides.Collectors()...)
 	}
@@ -97,7 +104,10 @@ func (s *Service) Registry() *prometheus.Registry { return s.metrics.registry }
 // Logger returns the Service's logger.
 func (s *Service) Logger() *slog.Logger { return s.log }
 
+// install puts cfg in force: every configuration, from New, Reload and
+// ApplyDynamic, is finalised here.
 func (s *Service) install(cfg *config.Config) {
+	cfg = cfg.WithModes(s.modes)
 	snap := &snapshot{cfg: cfg, counters: make(map[*config.Policy]*decisionCounters, len(cfg.Policies))}
 	for _, p := range cfg.Policies {
 		snap.counters[p] = s.metrics.forPolicy(p.Name)
