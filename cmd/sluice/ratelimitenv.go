@@ -33,6 +33,7 @@ type ratelimitOptions struct {
 	health          httpapi.Healthcheck // --healthcheck-store, --healthcheck-domains
 	startEmpty      bool                // --start-without-config
 	grpcTLS         grpcTLSOptions      // --grpc-tls-*
+	modes           config.Modes        // --shadow-mode, --quota-mode
 
 	env *ratelimitEnv // what the environment said, for the checks and the warning
 }
@@ -56,6 +57,8 @@ func addRatelimitFlags(fs *flag.FlagSet, o *ratelimitOptions, lookup func(string
 	fs.BoolVar(&o.health.Store, "healthcheck-store", false, "GET /healthcheck fails while the store does not answer (envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION)")
 	fs.BoolVar(&o.health.Domains, "healthcheck-domains", false, "GET /healthcheck fails while no rate limit domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	fs.BoolVar(&o.startEmpty, "start-without-config", false, "start even when the --config directories hold no file yet, and take the configuration when files or the xDS server bring it (envoyproxy/ratelimit's FORCE_START_WITHOUT_INITIAL_CONFIG)")
+	fs.BoolVar(&o.modes.Shadow, "shadow-mode", false, "every limit of the rate limit domains (envoyproxy/ratelimit-format files and xDS) in shadow mode, and no request to them denied (envoyproxy/ratelimit's SHADOW_MODE)")
+	fs.BoolVar(&o.modes.Quota, "quota-mode", false, "every limit of the rate limit domains in quota mode, as quota_mode: true on each descriptor (envoyproxy/ratelimit's QUOTA_MODE)")
 	o.grpcTLS.addFlags(fs)
 	o.env = readRatelimitEnv(lookup)
 	for name, v := range o.env.defaults {
@@ -91,6 +94,8 @@ func readRatelimitEnv(lookup func(string) (string, bool)) *ratelimitEnv {
 	e.variable("healthcheck-store", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", parseBool)
 	e.variable("healthcheck-domains", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", parseBool)
 	e.variable("start-without-config", "FORCE_START_WITHOUT_INITIAL_CONFIG", parseBool)
+	e.variable("shadow-mode", "SHADOW_MODE", parseBool)
+	e.variable("quota-mode", "QUOTA_MODE", parseBool)
 	if e.defaults["start-without-config"] == "true" {
 		// ratelimit then starts at once instead of waiting for the xDS
 		// server's first version; readiness does not wait either.

@@ -46,6 +46,10 @@ func TestRatelimitEnvDefaults(t *testing.T) {
 			"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"},
 			map[string]string{"store-key-prefix": "rl:", "rls-dynamic-metadata": "true", "healthcheck-store": "true",
 				"healthcheck-domains": "true", "start-without-config": "true", "xds-wait": "0s"}, nil},
+		{"global modes", map[string]string{"SHADOW_MODE": "true", "QUOTA_MODE": "1"},
+			map[string]string{"shadow-mode": "true", "quota-mode": "true"}, nil},
+		{"global modes off", map[string]string{"SHADOW_MODE": "false", "QUOTA_MODE": "0"},
+			map[string]string{"shadow-mode": "false", "quota-mode": "false"}, nil},
 		{"bad switch", map[string]string{"RESPONSE_DYNAMIC_METADATA": "yes"}, map[string]string{"rls-dynamic-metadata": "false"},
 			map[string]string{"rls-dynamic-metadata": `RESPONSE_DYNAMIC_METADATA="yes": want true or false`}},
 		{"redis defaults: nutcracker's socket", map[string]string{"REDIS_SOCKET_TYPE": "unix"},
@@ -124,18 +128,18 @@ func serveFlagsIn(t *testing.T, env map[string]string, args ...string) (serveOpt
 // wins over ratelimit's; a problem with ratelimit's variable stops serve
 // only when nothing overrides it, and names the variable and the way out.
 func TestRatelimitEnvPrecedence(t *testing.T) {
-	env := map[string]string{"PORT": "9080", "LOG_LEVEL": "debug", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379"}
+	env := map[string]string{"PORT": "9080", "LOG_LEVEL": "debug", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "SHADOW_MODE": "true"}
 	t.Run("ratelimit's", func(t *testing.T) {
 		o, code, _ := serveFlagsIn(t, env)
-		if code >= 0 || o.httpAddr != ":9080" || o.logLevel != "debug" || o.storeURL != "redis://r:6379" {
+		if code >= 0 || o.httpAddr != ":9080" || o.logLevel != "debug" || o.storeURL != "redis://r:6379" || !o.rl.modes.Shadow {
 			t.Fatalf("exit %d, %+v", code, o)
 		}
 	})
 	t.Run("SLUICE_* and flags", func(t *testing.T) {
 		t.Setenv("SLUICE_HTTP_ADDR", "127.0.0.1:7000")
 		t.Setenv("SLUICE_STORE", "memory://")
-		o, _, _ := serveFlagsIn(t, env, "--log-level", "error")
-		if o.httpAddr != "127.0.0.1:7000" || o.storeURL != "memory://" || o.logLevel != "error" {
+		o, _, _ := serveFlagsIn(t, env, "--log-level", "error", "--shadow-mode=false")
+		if o.httpAddr != "127.0.0.1:7000" || o.storeURL != "memory://" || o.logLevel != "error" || o.rl.modes.Shadow {
 			t.Fatalf("%+v", o)
 		}
 	})

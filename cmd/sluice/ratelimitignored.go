@@ -90,8 +90,6 @@ var ratelimitIgnored = []ratelimitVariable{
 	{"MEMCACHE_TLS_CLIENT_KEY", nil, insteadMemcach},
 	{"MEMCACHE_TLS_CACERT", nil, insteadMemcach},
 	{"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", nil, insteadMemcach},
-	{"SHADOW_MODE", isTrue, "shadow_mode applies per descriptor only"},
-	{"QUOTA_MODE", isTrue, "quota_mode applies per descriptor only"},
 	{"TRACING_ENABLED", isTrue, insteadTracing},
 	{"TRACING_SERVICE_NAME", nil, insteadTracing},
 	{"TRACING_SERVICE_NAMESPACE", nil, insteadTracing},
@@ -116,7 +114,7 @@ var ratelimitHonoured = []string{
 	"LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER",
 	"REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_TLS",
 	"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
-	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RESPONSE_DYNAMIC_METADATA",
+	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RESPONSE_DYNAMIC_METADATA", "SHADOW_MODE", "QUOTA_MODE",
 }
 
 // ignoredVariables are the ignored variables lookup finds set, each as

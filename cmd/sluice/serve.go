@@ -249,7 +249,8 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		return nil, err
 	}
 	closeStore = sequence(closeOverrides, closeStore)
-	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()), tracingOpt, service.WithOverrides(ov))
+	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()), tracingOpt, service.WithOverrides(ov),
+		service.WithModes(o.rl.modes))
 	xds, err := o.xds.client(svc, log)
 	if err != nil {
 		closeStore()
