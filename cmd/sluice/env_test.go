@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"github.com/sluicehq/sluice/envoyrls"
-	"github.com/sluicehq/sluice/httpapi"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/config"
+	"github.com/sluicehq/sluice/envoyrls"
+	"github.com/sluicehq/sluice/httpapi"
 )
 
 // envLookup is an environment held in a map.
@@ -74,6 +76,9 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_GRPC_TLS_KEY_FILE":        "/pki/server.key",
 		"SLUICE_GRPC_TLS_CLIENT_CA_FILE":  "/pki/clients.pem",
 		"SLUICE_GRPC_TLS_CLIENT_SAN":      "envoy.internal",
+		"SLUICE_STORE_PER_SECOND":         "redis://127.0.0.1:6380",
+		"SLUICE_SHADOW_MODE":              "true",
+		"SLUICE_QUOTA_MODE":               "true",
 	}
 	want := serveOptions{
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
@@ -90,7 +95,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		xds: xdsOptions{server: "xds.example:18000", nodeID: "edge-1", metadata: "zone=a,tier=gold", tls: true,
 			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal",
 			wait: 9 * time.Second},
-		rl: ratelimitOptions{keyPrefix: "team-a:", dynamicMetadata: true, health: httpapi.Healthcheck{Store: true, Domains: true},
+		rl: ratelimitOptions{keyPrefix: "team-a:", perSecond: "redis://127.0.0.1:6380", modes: config.Modes{Shadow: true, Quota: true}, dynamicMetadata: true, health: httpapi.Healthcheck{Store: true, Domains: true},
 			startEmpty: true, grpcTLS: grpcTLSOptions{certFile: "/pki/server.pem", keyFile: "/pki/server.key",
 				clientCAFile: "/pki/clients.pem", clientSAN: "envoy.internal"}},
 	}

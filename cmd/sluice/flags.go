@@ -11,8 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/sluicehq/sluice/config"
 )
 
 // stringList is a flag that may be given several times.
@@ -192,17 +190,4 @@ func closest(s string, candidates []string) string {
 		return prefixed[0]
 	}
 	return ""
-}
-
-// storeSection is the configuration's store section with the --store flag
-// applied: the flag's URL, else the file's, else memory://.
-func storeSection(cfg *config.Config, flagURL string) config.Store {
-	st := cfg.Store
-	if flagURL != "" {
-		st.URL = flagURL
-	}
-	if st.URL == "" {
-		st.URL = "memory://"
-	}
-	return st
 }

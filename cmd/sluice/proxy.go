@@ -174,14 +174,14 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 			return nil, err
 		}
 	}
-	cfg, err := configLoader(o.configs, o.storeURL, log)()
+	cfg, err := configLoader(o.configs, storeFlags{url: o.storeURL}, log)()
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Proxy == nil {
 		return nil, errors.New("no proxy: section in the configuration files; see examples/proxy.yaml")
 	}
-	storeCfg := storeSection(cfg, o.storeURL)
+	storeCfg := storeFlags{url: o.storeURL}.section(cfg)
 	store, closeStore, err := service.OpenStore(storeCfg, log)
 	if err != nil {
 		return nil, err

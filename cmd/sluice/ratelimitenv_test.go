@@ -70,6 +70,19 @@ func TestRatelimitEnvDefaults(t *testing.T) {
 			map[string]string{"store": "REDIS_SOCKET_TYPE=unix with REDIS_TYPE=cluster"}},
 		{"single of several", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "a:1,b:2"}, map[string]string{"store": ""},
 			map[string]string{"store": "REDIS_TYPE=single takes one host:port"}},
+		{"per second: nutcracker's socket", map[string]string{"REDIS_PERSECOND": "true"},
+			map[string]string{"store-per-second": "unix:///var/run/nutcracker/ratelimitpersecond.sock"}, nil},
+		{"per second", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_PERSECOND": "true",
+			"REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "ps:6380", "REDIS_PERSECOND_AUTH": "pw", "REDIS_PERSECOND_TLS": "true"},
+			map[string]string{"store": "redis://r:6379", "store-per-second": "rediss://:pw@ps:6380"}, nil},
+		{"per second cluster", map[string]string{"REDIS_PERSECOND": "1", "REDIS_PERSECOND_SOCKET_TYPE": "tcp",
+			"REDIS_PERSECOND_TYPE": "cluster", "REDIS_PERSECOND_URL": "n1:7000,n2:7001"},
+			map[string]string{"store-per-second": "redis://n1:7000?addr=n2%3A7001"}, nil},
+		{"per second off", map[string]string{"REDIS_PERSECOND": "false", "REDIS_PERSECOND_URL": "ps:6380"}, map[string]string{}, nil},
+		{"per second unsure", map[string]string{"REDIS_PERSECOND": "yes"}, map[string]string{"store-per-second": ""},
+			map[string]string{"store-per-second": `REDIS_PERSECOND="yes": want true or false`}},
+		{"per second bad type", map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_TYPE": "ring"},
+			map[string]string{"store-per-second": ""}, map[string]string{"store-per-second": `REDIS_PERSECOND_TYPE="ring": want single, sentinel or cluster`}},
 		{"memcache", map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:11211"}, map[string]string{"store": ""},
 			map[string]string{"store": "BACKEND_TYPE=memcache: Sluice has no memcache store"}},
 		{"grpc tls", map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c.pem", "GRPC_SERVER_TLS_KEY": "/k.pem",
@@ -164,7 +177,7 @@ func TestRatelimitEnvPrecedence(t *testing.T) {
 // migration table has a row for every variable ratelimit reads.
 func TestRatelimitIgnoredVariables(t *testing.T) {
 	got := ignoredVariables(envLookup(map[string]string{"USE_STATSD": "true", "STATSD_HOST": "statsd", "NEAR_LIMIT_RATIO": "0.9",
-		"LOCAL_CACHE_SIZE_IN_BYTES": "1000", "REDIS_PERSECOND": "false", "REDIS_PERSECOND_URL": "r2:6379", "SHADOW_MODE": "false",
+		"LOCAL_CACHE_SIZE_IN_BYTES": "1000", "REDIS_PERSECOND": "false", "REDIS_PERSECOND_URL": "r2:6379", "REDIS_PERSECOND_POOL_SIZE": "5", "SHADOW_MODE": "false",
 		"PORT": "8080", "REDIS_URL": "r:6379"}))
 	var names []string
 	for _, g := range got {
@@ -174,7 +187,7 @@ func TestRatelimitIgnoredVariables(t *testing.T) {
 		}
 		names = append(names, name)
 	}
-	want := []string{"USE_STATSD", "STATSD_HOST", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "REDIS_PERSECOND_URL"}
+	want := []string{"USE_STATSD", "STATSD_HOST", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "REDIS_PERSECOND_POOL_SIZE"}
 	if !sameSet(names, want) {
 		t.Fatalf("ignored %v, want %v", names, want)
 	}

@@ -22,7 +22,6 @@ func isFalse(v string) bool {
 const (
 	insteadMetrics = "Sluice exports Prometheus metrics at /metrics on the HTTP port"
 	insteadRedis   = "rueidis pipelines and multiplexes on its own; per-call timeouts are store.timeout (adaptive by default)"
-	insteadPerSec  = "per-second limits share the store REDIS_URL names (to spread load, shard it: redis://a:6379?shard=redis://b:6379)"
 	insteadXDS     = "Sluice's xDS client reconnects with its own backoff"
 	insteadTracing = "tracing is configured with the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER…)"
 	insteadMemcach = "Sluice has no memcache store"
@@ -68,19 +67,13 @@ var ratelimitIgnored = []ratelimitVariable{
 	{"REDIS_TIMEOUT", nil, insteadRedis},
 	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", nil, insteadRedis},
 	{"REDIS_SENTINEL_AUTH", nil, "the sentinels are reached without a password"},
-	{"REDIS_PERSECOND", isTrue, insteadPerSec},
-	{"REDIS_PERSECOND_SOCKET_TYPE", nil, insteadPerSec},
-	{"REDIS_PERSECOND_TYPE", nil, insteadPerSec},
-	{"REDIS_PERSECOND_URL", nil, insteadPerSec},
-	{"REDIS_PERSECOND_POOL_SIZE", nil, insteadPerSec},
-	{"REDIS_PERSECOND_AUTH", nil, insteadPerSec},
-	{"REDIS_PERSECOND_TLS", nil, insteadPerSec},
-	{"REDIS_PERSECOND_SENTINEL_AUTH", nil, insteadPerSec},
-	{"REDIS_PERSECOND_PIPELINE_WINDOW", nil, insteadPerSec},
-	{"REDIS_PERSECOND_PIPELINE_LIMIT", nil, insteadPerSec},
-	{"REDIS_PERSECOND_USE_EXPLICIT_PIPELINE", nil, insteadPerSec},
-	{"REDIS_PERSECOND_TIMEOUT", nil, insteadPerSec},
-	{"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", nil, insteadPerSec},
+	{"REDIS_PERSECOND_SENTINEL_AUTH", nil, "the sentinels are reached without a password"},
+	{"REDIS_PERSECOND_POOL_SIZE", nil, insteadRedis},
+	{"REDIS_PERSECOND_PIPELINE_WINDOW", nil, insteadRedis},
+	{"REDIS_PERSECOND_PIPELINE_LIMIT", nil, insteadRedis},
+	{"REDIS_PERSECOND_USE_EXPLICIT_PIPELINE", nil, insteadRedis},
+	{"REDIS_PERSECOND_TIMEOUT", nil, insteadRedis},
+	{"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", nil, insteadRedis},
 	{"MEMCACHE_HOST_PORT", nil, insteadMemcach},
 	{"MEMCACHE_MAX_IDLE_CONNS", nil, insteadMemcach},
 	{"MEMCACHE_SRV", nil, insteadMemcach},
@@ -115,6 +108,8 @@ var ratelimitHonoured = []string{
 	"REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_TLS",
 	"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
 	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RESPONSE_DYNAMIC_METADATA", "SHADOW_MODE", "QUOTA_MODE",
+	"REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
+	"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS",
 }
 
 // ignoredVariables are the ignored variables lookup finds set, each as

@@ -129,8 +129,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code := o.rl.env.check(fs, os.LookupEnv, stderr); code >= 0 {
 		return code
 	}
-	if msg := config.CheckKeyPrefix(o.rl.keyPrefix); msg != "" {
-		return usageError(fs, "--store-key-prefix "+msg)
+	if msg := o.store().problem(); msg != "" {
+		return usageError(fs, msg)
 	}
 	if o.configs = configPaths(o.configs, os.LookupEnv); len(o.configs) == 0 && o.xds.server == "" {
 		return usageError(fs, "give at least one --config file or directory (try examples/sluice.yaml), or --xds-server")
@@ -175,9 +175,9 @@ func cannotStart(err error, stderr io.Writer, log *slog.Logger) int {
 
 // configLoader is how serve (at start and at every reload) and proxy load
 // paths: loadFiles, with the costly policies logged.
-func configLoader(paths []string, storeFlag string, log *slog.Logger) func() (*config.Config, error) {
+func configLoader(paths []string, store storeFlags, log *slog.Logger) func() (*config.Config, error) {
 	return func() (*config.Config, error) {
-		cfg, err := loadFiles(paths, storeFlag)
+		cfg, err := loadFiles(paths, store)
 		if err == nil {
 			for _, w := range cfg.Warnings() {
 				log.Warn("costly policy", "warning", w)
@@ -219,15 +219,15 @@ type server struct {
 // serving, and returns; the server runs until ctx ends.
 func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server, error) {
 	paths := []string(o.configs)
-	load := configLoader(paths, o.storeURL, log)
+	load := configLoader(paths, o.store(), log)
 	// Taken before the load, so the watch reloads a file changed while the
 	// server starts.
 	since := service.Fingerprint(paths)
-	cfg, err := o.rl.firstLoad(paths, o.storeURL, load, log)
+	cfg, err := o.rl.firstLoad(paths, o.store(), load, log)
 	if err != nil {
 		return nil, err
 	}
-	storeCfg := o.rl.applyStore(storeSection(cfg, o.storeURL), o.storeURL)
+	storeCfg := o.store().section(cfg)
 	token, err := adminToken(o.adminTokenFile)
 	if err != nil {
 		return nil, err
@@ -342,7 +342,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 			}
 		}
 	})
-	log.Info("sluice serving", "version", buildVersion(), "store", service.RedactURL(storeCfg.URL),
+	log.Info("sluice serving", "version", buildVersion(), "store", service.RedactURL(storeCfg.URL), "store_per_second", service.RedactURL(storeCfg.PerSecondURL),
 		"http", s.httpAddr.String(), "grpc", addrString(s.grpcAddr), "health", addrString(s.healthAddr), "admin", addrString(s.adminAddr),
 		"policies", len(cfg.Policies), "domains", len(cfg.Domains), "admin_api", token != "", "xds", o.xds.server)
 
@@ -360,6 +360,11 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		log.Info("stopped")
 	}()
 	return s, nil
+}
+
+// store is what serve's flags and environment say of the store.
+func (o *serveOptions) store() storeFlags {
+	return storeFlags{url: o.storeURL, perSecond: o.rl.perSecond, keyPrefix: o.rl.keyPrefix, env: o.rl.env}
 }
 
 // wait blocks until the server has shut down.

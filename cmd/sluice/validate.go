@@ -15,26 +15,41 @@ const validateDescription = `Validate reads configuration files as serve would a
 with its file, line and field: the files themselves, then the store section as
 serve would open it (the password and TLS files it names are read; nothing is
 connected to). A directory stands for every *.yaml and *.yml file in it.
-As for serve, SLUICE_CONFIG and SLUICE_STORE stand in for --config and --store,
-and without files the envoyproxy/ratelimit variables RUNTIME_ROOT,
-RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY name the directory.
+As for serve, SLUICE_CONFIG, SLUICE_STORE, SLUICE_STORE_PER_SECOND and
+SLUICE_STORE_KEY_PREFIX stand in for the flags, envoyproxy/ratelimit's
+variables for the store (REDIS_*, REDIS_PERSECOND_*, CACHE_KEY_PREFIX) are read
+as serve reads them, and without files RUNTIME_ROOT, RUNTIME_SUBDIRECTORY and
+RUNTIME_APPDIRECTORY name the directory.
 The exit status is 0 when they are valid, 1 when not, 2 for a usage error.`
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("validate", "sluice validate [--store URL] FILE|DIR... (or --config FILE|DIR...)", validateDescription, stderr)
 	var files stringList
 	fs.Var(&files, "config", "a configuration `file` or directory (native or envoyproxy/ratelimit format); repeat for several")
-	storeURL := fs.String("store", "", "the store `URL` serve would be given with --store; overrides the config's store.url")
+	var store storeFlags
+	fs.StringVar(&store.url, "store", "", "the store `URL` serve would be given with --store; overrides the config's store.url")
+	addStoreFlags(fs, &store.perSecond, &store.keyPrefix)
+	// The store's flags take their defaults from ratelimit's variables, as
+	// serve's do.
+	store.env = readRatelimitEnv(os.LookupEnv)
+	store.env.setDefaults(fs)
 	positional, code := parseArgs(fs, args)
 	if code >= 0 {
 		return code
 	}
 	// Files named here win; else, as serve does, SLUICE_CONFIG, then the
-	// RUNTIME_* directory. SLUICE_STORE stands in for --store, so that a
-	// check in serve's environment checks what serve would open.
+	// RUNTIME_* directory. SLUICE_STORE and the others stand in for the
+	// store's flags, so that a check in serve's environment checks what
+	// serve would open.
 	named := append(append([]string(nil), files...), positional...)
 	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
 		return code
+	}
+	if code := store.env.check(fs, os.LookupEnv, stderr); code >= 0 {
+		return code
+	}
+	if msg := store.problem(); msg != "" {
+		return usageError(fs, msg)
 	}
 	paths := named
 	if len(paths) == 0 {
@@ -43,7 +58,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	if len(paths) == 0 {
 		return usageError(fs, "name at least one configuration file or directory")
 	}
-	cfg, err := loadConfig(paths, *storeURL)
+	cfg, err := loadConfig(paths, store)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -57,13 +72,13 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 
 // loadConfig is the one validation serve (at start and at every reload) and
 // validate share: the files, then the store section as serve would open it
-// with the --store flag's URL, files read but nothing connected to.
-func loadConfig(paths []string, storeFlag string) (*config.Config, error) {
+// with the store's flags, files read but nothing connected to.
+func loadConfig(paths []string, store storeFlags) (*config.Config, error) {
 	cfg, err := config.Load(paths...)
 	if err != nil {
 		return nil, err
 	}
-	if err := service.CheckStore(cfg, storeSection(cfg, storeFlag)); err != nil {
+	if err := service.CheckStore(cfg, store.section(cfg)); err != nil {
 		return nil, err
 	}
 	return cfg, nil
