@@ -79,10 +79,11 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_STORE_PER_SECOND":         "redis://127.0.0.1:6380",
 		"SLUICE_SHADOW_MODE":              "true",
 		"SLUICE_QUOTA_MODE":               "true",
+		"SLUICE_DEBUG_ADDR":               "127.0.0.1:12",
 	}
 	want := serveOptions{
 		configs: stringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
-		grpcAddr: "", healthAddr: "127.0.0.1:10", adminAddr: "127.0.0.1:11", adminTokenFile: "/run/secrets/token", rlsHeaders: true, logFormat: "json",
+		grpcAddr: "", healthAddr: "127.0.0.1:10", adminAddr: "127.0.0.1:11", debugAddr: "127.0.0.1:12", adminTokenFile: "/run/secrets/token", rlsHeaders: true, logFormat: "json",
 		logLevel: "debug", shutdown: 3 * time.Second, streamWorkers: 7, drain: 2 * time.Second,
 		rlsLimitHdrs: true, rlsLimitNames: defaultLimitNames,
 		limits: &connLimits{

@@ -77,8 +77,11 @@ func (e *ratelimitEnv) setDefaults(fs *flag.FlagSet) {
 // readRatelimitEnv maps the variables lookup finds to flag defaults.
 func readRatelimitEnv(lookup func(string) (string, bool)) *ratelimitEnv {
 	e := &ratelimitEnv{lookup: lookup, defaults: map[string]string{}, from: map[string]string{}, problems: map[string]string{}}
-	e.listen("http-addr", "HOST", "PORT", "8080")
-	e.listen("grpc-addr", "GRPC_HOST", "GRPC_PORT", "8081")
+	e.listen("http-addr", "HOST", "PORT", "", "8080")
+	e.listen("grpc-addr", "GRPC_HOST", "GRPC_PORT", "", "8081")
+	// ratelimit's debug port listens on every address unless DEBUG_HOST
+	// says otherwise; Sluice's, which serves the profiler, on loopback.
+	e.listen("debug-addr", "DEBUG_HOST", "DEBUG_PORT", "127.0.0.1", "6070")
 	e.duration("grpc-max-conn-age", "GRPC_MAX_CONNECTION_AGE")
 	e.duration("grpc-max-conn-age-grace", "GRPC_MAX_CONNECTION_AGE_GRACE")
 	if v, ok := lookup("LOG_LEVEL"); ok {
@@ -162,12 +165,15 @@ func (e *ratelimitEnv) duration(flag, name string) {
 }
 
 // listen maps a HOST/PORT pair to a listen address flag's default; either
-// may be left out (ratelimit's defaults: all addresses, defPort).
-func (e *ratelimitEnv) listen(flag, hostVar, portVar, defPort string) {
+// may be left out (defHost, "" for all addresses, and defPort).
+func (e *ratelimitEnv) listen(flag, hostVar, portVar, defHost, defPort string) {
 	host, hasHost := e.lookup(hostVar)
 	port, hasPort := e.lookup(portVar)
 	if !hasHost && !hasPort {
 		return
+	}
+	if !hasHost {
+		host = defHost
 	}
 	problem := ""
 	if !hasPort {

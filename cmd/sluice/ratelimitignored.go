@@ -33,8 +33,6 @@ const (
 var ratelimitIgnored = []ratelimitVariable{
 	{"PROTO", nil, "Sluice listens on TCP"},
 	{"GRPC_UDS", nil, "Sluice serves gRPC on TCP only (GRPC_HOST, GRPC_PORT, or --grpc-addr)"},
-	{"DEBUG_HOST", nil, "no debug port: metrics are at /metrics on the HTTP port, and profiling is not served"},
-	{"DEBUG_PORT", nil, "no debug port: metrics are at /metrics on the HTTP port, and profiling is not served"},
 	{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", nil, insteadXDS},
 	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", nil, "no extra headers are sent to the xDS server"},
 	{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", nil, insteadXDS},
@@ -109,7 +107,7 @@ var ratelimitHonoured = []string{
 	"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
 	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RESPONSE_DYNAMIC_METADATA", "SHADOW_MODE", "QUOTA_MODE",
 	"REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
-	"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS",
+	"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "DEBUG_HOST", "DEBUG_PORT",
 }
 
 // ignoredVariables are the ignored variables lookup finds set, each as
