@@ -55,8 +55,8 @@ type ratelimitEnv struct {
 func addRatelimitFlags(fs *flag.FlagSet, o *ratelimitOptions, lookup func(string) (string, bool)) {
 	addStoreFlags(fs, &o.perSecond, &o.keyPrefix)
 	fs.BoolVar(&o.dynamicMetadata, "rls-dynamic-metadata", false, "answer every Envoy rate limit request with the request in dynamic_metadata, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA")
-	fs.BoolVar(&o.health.Store, "healthcheck-store", false, "GET /healthcheck fails while the store does not answer (envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION)")
-	fs.BoolVar(&o.health.Domains, "healthcheck-domains", false, "GET /healthcheck fails while no rate limit domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
+	fs.BoolVar(&o.health.Store, "healthcheck-store", false, "GET /healthcheck fails, and gRPC health is NOT_SERVING, while the store does not decide (envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION)")
+	fs.BoolVar(&o.health.Domains, "healthcheck-domains", false, "GET /healthcheck fails, and gRPC health is NOT_SERVING, while no rate limit domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	fs.BoolVar(&o.startEmpty, "start-without-config", false, "start even when the --config directories hold no file yet, and take the configuration when files or the xDS server bring it (envoyproxy/ratelimit's FORCE_START_WITHOUT_INITIAL_CONFIG)")
 	fs.BoolVar(&o.modes.Shadow, "shadow-mode", false, "every limit of the rate limit domains (envoyproxy/ratelimit-format files and xDS) in shadow mode, and no request to them denied (envoyproxy/ratelimit's SHADOW_MODE)")
 	fs.BoolVar(&o.modes.Quota, "quota-mode", false, "every limit of the rate limit domains in quota mode, as quota_mode: true on each descriptor (envoyproxy/ratelimit's QUOTA_MODE)")

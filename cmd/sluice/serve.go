@@ -289,8 +289,10 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	rls := envoyrls.New(svc, rlsOpts...)
 	// Readiness has one rule on both APIs: not while starting or draining.
 	// The store's health is not part of it, since the fail policy answers
-	// while the store cannot (/readyz/store is the strict check).
-	starting := o.xds.waitingFor(ctx, xds, log, rls.SetServing)
+	// while the store cannot (/readyz/store is the strict check), unless
+	// ratelimit's health flags say so: gRPC health then follows /healthcheck.
+	serving := newHealthFollower(rls.SetServing, o.rl.health, svc, log)
+	starting := o.xds.waitingFor(ctx, xds, log, serving.xds)
 	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(starting),
 		httpapi.WithHealthcheck(o.rl.health), httpapi.WithRoute("POST", "/json", rls.JSONHandler())}
 	adminOpts := append(slices.Clone(apiOpts), httpapi.WithAdminToken(token))
@@ -334,6 +336,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		})
 	}
 	wg.Go(func() { runXDS(watchCtx, xds) })
+	wg.Go(func() { serving.run(watchCtx) })
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	wg.Go(func() {
