@@ -24,17 +24,7 @@ import (
 const testTimeout = 5 * time.Second
 
 func TestRefund(t *testing.T) {
-	srv := redistest.Start(t)
-	o, err := rueidis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.DisableCache = true
-	c, err := rueidis.NewClient(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := refundClient(t)
 	ctx := context.Background()
 	for ai, a := range sluice.Algorithms {
 		t.Run(string(a), func(t *testing.T) {
@@ -132,17 +122,7 @@ func TestRefund(t *testing.T) {
 // its own unit, the first one's included though the second's running total
 // moved when the first was refunded, so the key ends as it began.
 func TestRefundInterleaved(t *testing.T) {
-	srv := redistest.Start(t)
-	o, err := rueidis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.DisableCache = true
-	c, err := rueidis.NewClient(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := refundClient(t)
 	ctx := context.Background()
 	for _, a := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow, sluice.SlidingLog} {
 		p := &sluice.Policy{Name: "p", Algorithm: a, Limit: 5, Period: time.Hour}
@@ -169,4 +149,20 @@ func TestRefundInterleaved(t *testing.T) {
 			t.Fatalf("%s: after both refunds %+v (%v), want 4 remaining as before them", a, got, err)
 		}
 	}
+}
+
+// refundClient is a client of a fresh redis-server, closed at cleanup.
+func refundClient(t *testing.T) rueidis.Client {
+	t.Helper()
+	o, err := rueidis.ParseURL(redistest.Start(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DisableCache = true
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

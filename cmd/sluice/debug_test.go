@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,16 +13,8 @@ import (
 func TestDebugPort(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "edge.yaml"), envoyConfig)
-	logs := &syncBuffer{}
-	log, _ := newLogger(logs, "text", "info")
-	ctx, cancel := context.WithCancel(context.Background())
 	o := serveOptions{configs: stringList{dir}, httpAddr: "127.0.0.1:0", debugAddr: "127.0.0.1:0", shutdown: 5 * time.Second}
-	srv, err := startServer(ctx, o, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.wait() })
+	srv, logs := startWith(t, o)
 	debug := "http://" + srv.debugAddr.String()
 	if code, body := get(t, debug+"/metrics"); code != 200 || !strings.Contains(body, "sluice_build_info") ||
 		!strings.Contains(body, `sluice_connections_open{listener="debug"}`) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,17 +17,9 @@ func TestGRPCHealthFollowsStore(t *testing.T) {
 	redis := redistest.Start(t)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "edge.yaml"), envoyConfig)
-	logs := &syncBuffer{}
-	log, _ := newLogger(logs, "text", "info")
-	ctx, cancel := context.WithCancel(context.Background())
 	o := serveOptions{configs: stringList{dir}, storeURL: redis.URL(), httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0",
 		shutdown: 5 * time.Second, rl: ratelimitOptions{health: httpapi.Healthcheck{Store: true}}}
-	srv, err := startServer(ctx, o, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.wait() })
+	srv, logs := startWith(t, o)
 	base := "http://" + srv.httpAddr.String()
 	await := func(what string, serving bool, healthcheck int) {
 		t.Helper()

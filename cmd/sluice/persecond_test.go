@@ -36,15 +36,7 @@ descriptors:
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	o.configs, o.httpAddr, o.grpcAddr, o.healthAddr, o.drain, o.shutdown = stringList{dir}, "127.0.0.1:0", "127.0.0.1:0", "", 0, 5*time.Second
-	logs := &syncBuffer{}
-	log, _ := newLogger(logs, "text", "info")
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := startServer(ctx, o, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.wait() })
+	srv, logs := startWith(t, o)
 	conn, err := grpc.NewClient(srv.grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

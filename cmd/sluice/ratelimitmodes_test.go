@@ -56,17 +56,9 @@ func TestGlobalShadowMode(t *testing.T) {
 	}
 	writeFile(t, file, perDay("1"))
 	writeFile(t, filepath.Join(dir, "native.yaml"), "policies:\n  - {name: api, algorithm: gcra, limit: 1, period: 1h}\n")
-	logs := &syncBuffer{}
-	log, _ := newLogger(logs, "text", "info")
-	ctx, cancel := context.WithCancel(context.Background())
 	o := serveOptions{configs: stringList{dir}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second,
 		xds: xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID}, rl: ratelimitOptions{modes: config.Modes{Shadow: true}}}
-	srv, err := startServer(ctx, o, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); srv.wait() })
+	srv, _ := startWith(t, o)
 	call := rlsClient(t, srv)
 	const ok = rlsv3.RateLimitResponse_OK
 	shadowed := func(domain, user string, limit uint32) {
