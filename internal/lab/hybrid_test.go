@@ -66,12 +66,11 @@ func TestHybridRedis(t *testing.T) {
 	o.Store = url
 	r := checkHybrid(t, o)
 	for i := range m.Rows {
-		// A lease renewal runs in the background and may race the decision
-		// that started it for a unit, costing a call more or less on a
-		// slower store: the calls agree to one per node, everything else
-		// exactly.
+		// A decision may start both a renewal and the sweep's releases in
+		// the background, and the two reach the store in either order: the
+		// calls agree to two per node, everything else exactly.
 		mc, rc := m.Rows[i].StoreCallsPerDecision, r.Rows[i].StoreCallsPerDecision
-		if mc != nil && rc != nil && math.Abs(*rc-*mc)*float64(m.Rows[i].Sent) <= float64(o.Nodes) {
+		if mc != nil && rc != nil && math.Abs(*rc-*mc)*float64(m.Rows[i].Sent) <= float64(2*o.Nodes)+0.5 {
 			r.Rows[i].StoreCallsPerDecision = mc
 		}
 		if !reflect.DeepEqual(m.Rows[i], r.Rows[i]) {
