@@ -52,7 +52,7 @@ func (s *Store) AcquireSlot(_ context.Context, req sluice.Request) (res sluice.R
 		grown := make([]sluice.HeldSlot, len(held), min(max(4, 2*len(held)), int(p.Limit)))
 		copy(grown, held)
 		held, units = grown, logCapacity(slotUnits*cap(grown))
-		if found && !s.growLog(sh, i, p, units, now, &res) {
+		if found && !s.growSlots(sh, i, p, units, now, &res) {
 			return res, "", nil
 		}
 	}
@@ -70,14 +70,43 @@ func (s *Store) AcquireSlot(_ context.Context, req sluice.Request) (res sluice.R
 	case found:
 		sh.setSlots(i, p, held, &res, now, units)
 	default: // a new key's first slot
-		var st sluice.State
-		if !s.insert(sh, h, id, p, &st, &res, now, units) {
+		if !s.insertSlots(sh, h, &id, p, held, &res, now, units) {
 			return res, "", nil
 		}
-		i, _ = sh.find(h, &id)
-		sh.setSlots(i, p, held, &res, now, units)
 	}
 	return res, token, nil
+}
+
+// insertSlots stores held, a new key's slots, charged units, within the
+// bounds: the exact part only, as the compact part cannot hold tokens. When
+// there is no room it writes the refusal into *res and returns false.
+func (s *Store) insertSlots(sh *shard, h uint64, id *entryKey, p *sluice.Policy, held []sluice.HeldSlot, res *sluice.Result, now int64, units logCapacity) bool {
+	u := s.budgets.usage(p.Name)
+	sh.sweep(now, sweepPerInsert)
+	// Like any key seen for the first time, it may not move another to the
+	// compact part to make room.
+	if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), units), now, false); !ok {
+		*res = s.refusal(p, wait)
+		return false
+	}
+	var st sluice.State
+	sh.insert(h, *id, u, p, &st, res, now, units)
+	i, _ := sh.find(h, id)
+	sh.setSlots(i, p, held, res, now, units)
+	return true
+}
+
+// growSlots makes room in sh for entry i's slots to be charged units. When
+// there is none it writes the refusal into *res and returns false.
+func (s *Store) growSlots(sh *shard, i int32, p *sluice.Policy, units logCapacity, now int64, res *sluice.Result) bool {
+	e := sh.at(i)
+	e.pinned = true
+	ok, wait := s.makeRoom(sh, e.usage, 0, (int64(units)-int64(e.logCap))*logEntryBytes, now, true)
+	e.pinned = false
+	if !ok {
+		*res = s.refusal(p, wait)
+	}
+	return ok
 }
 
 // ReleaseSlot implements sluice.SlotStore, under the key's shard lock.

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -83,5 +84,44 @@ func TestSlotsBounded(t *testing.T) {
 	}
 	if st := s.Stats(); st.Bytes*8 > full {
 		t.Fatalf("4 slots left of %d charge %d bytes, %d when all were held", len(slots), st.Bytes, full)
+	}
+}
+
+// A key holding slots is never moved to the compact part, which cannot hold
+// its tokens, however much pressure keys in use put on the exact part: here
+// keys of its own policy whose sets grow, which may move others there.
+func TestSlotsNeverCompact(t *testing.T) {
+	ctx := context.Background()
+	clock := storetest.NewClock(storetest.Epoch)
+	s := memory.New(memory.WithClock(clock), memory.WithMaxBytes(64<<10))
+	l := slotLimiter(t, s, 100)
+	var slots []*sluice.Slot
+	for range 3 {
+		res, slot, err := l.Acquire(ctx, "k")
+		if err != nil || !res.Allowed {
+			t.Fatalf("%+v, %v", res, err)
+		}
+		slots = append(slots, slot)
+	}
+	for round := range 3 {
+		for i := range 500 {
+			for range 5 { // the fifth grows the key's set
+				if _, _, err := l.Acquire(ctx, strconv.Itoa(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		clock.Advance(time.Millisecond * time.Duration(round+1))
+	}
+	if st := s.Stats(); st.Refused == 0 || st.ColdKeys != 0 {
+		t.Fatalf("no pressure, or slots in the compact part: %+v", st)
+	}
+	if res, err := l.Held(ctx, "k"); err != nil || res.Remaining != 97 {
+		t.Fatalf("the slots under pressure: %+v, %v", res, err)
+	}
+	for _, slot := range slots {
+		if ok, err := slot.Release(ctx); !ok || err != nil {
+			t.Fatalf("release after the pressure: %v, %v", ok, err)
+		}
 	}
 }
