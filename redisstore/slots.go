@@ -24,7 +24,7 @@ func (s *Store) AcquireSlot(ctx context.Context, req sluice.Request) (sluice.Res
 	p := req.Policy
 	var reply [4]int64
 	args := []string{s.clockArg(), strconv.FormatInt(p.Period.Microseconds(), 10), strconv.FormatInt(p.Limit, 10), token}
-	if err := s.run.Run(ctx, scriptAcquire, []string{redisKey(s.prefix, p, req.Key)}, args, reply[:]); err != nil {
+	if err := s.run.Run(ctx, scriptAcquire, []string{s.Key(p, req.Key)}, args, reply[:]); err != nil {
 		return sluice.Result{}, "", scriptError(scriptAcquire, err)
 	}
 	res := sluice.Result{
@@ -46,7 +46,7 @@ func (s *Store) ReleaseSlot(ctx context.Context, p *sluice.Policy, key, token st
 	defer cancel()
 	var reply [1]int64
 	args := []string{s.clockArg(), strconv.FormatInt(p.Period.Microseconds(), 10), token}
-	if err := s.run.Run(ctx, scriptRelease, []string{redisKey(s.prefix, p, key)}, args, reply[:]); err != nil {
+	if err := s.run.Run(ctx, scriptRelease, []string{s.Key(p, key)}, args, reply[:]); err != nil {
 		return false, scriptError(scriptRelease, err)
 	}
 	return reply[0] == 1, nil
