@@ -173,6 +173,14 @@ func (s *Store) Failures() uint64 { return s.failed.Load() }
 // Timeout returns the timeout the next call to the primary gets (0: none).
 func (s *Store) Timeout() time.Duration { return s.timeouts.timeout() }
 
+// Budget returns how long a decision marked by MarkStart may take, waits
+// included: the maximum timeout (WithAdaptiveTimeout) or the fixed one
+// (WithTimeout); 0 when calls have no timeout. A caller that waits before it
+// calls the Store (package lease, for its key's reservation in flight) waits
+// at most this long since the mark, then calls with nothing left, and the
+// fail policy decides at once.
+func (s *Store) Budget() time.Duration { return s.timeouts.budget() }
+
 // Call describes one finished call to the primary, for metrics and logs.
 type Call struct {
 	// Latency is how long the primary took to answer or fail.

@@ -30,7 +30,7 @@ func (s *Store) shardOf(key string) *shard {
 func (sh *shard) get(id leaseID, p *sluice.Policy) *lease {
 	l := sh.leases[id]
 	if l == nil {
-		l = &lease{id: id, sh: sh, policy: *p, size: 1}
+		l = &lease{mu: newKeyLock(), id: id, sh: sh, policy: *p, size: 1}
 		sh.leases[id] = l
 	}
 	return l
