@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/limitcore"
 )
 
 // Quota is one limit's part of a response's rate-limit header fields: the
-// policy that was applied (Policy) and the Result it gave (Result).
-type Quota = limitcore.Quota
+// policy that was applied (Policy) and the Result it gave (Result). It is
+// sluice.Quota, which other front ends (grpclimit) describe decisions with
+// too.
+type Quota = sluice.Quota
 
 // Header field names of draft-ietf-httpapi-ratelimit-headers and the legacy
 // X-RateLimit-* convention.
