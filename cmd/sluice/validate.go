@@ -9,7 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 const validateDescription = `Validate reads configuration files as serve would and reports every problem
@@ -54,7 +54,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	for _, w := range append(cfg.Warnings(), service.StoreWarnings(storeSection(cfg, *storeURL))...) {
+	for _, w := range append(cfg.Warnings(), storestack.Warnings(storeSection(cfg, *storeURL))...) {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	fmt.Fprintf(stdout, "ok: %d policies, %d domains in %d files\n", len(cfg.Policies), len(cfg.Domains), len(cfg.Files))
@@ -70,7 +70,7 @@ func loadConfig(paths []string, storeFlag string, lim config.Limits) (*config.Co
 	if err != nil {
 		return nil, err
 	}
-	if err := service.CheckStore(cfg, storeSection(cfg, storeFlag)); err != nil {
+	if err := storestack.Check(cfg, storeSection(cfg, storeFlag)); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -217,24 +217,11 @@ func (c *Core[R]) limiterFor(l *Limit[R], r R) (*sluice.Limiter, *sluice.Policy,
 // keyFor returns the store key of r under l, or "" when the limit does not
 // apply to it.
 func (c *Core[R]) keyFor(l *Limit[R], r R) (string, error) {
-	k, err := l.Key(r)
-	if err != nil {
-		return "", fmt.Errorf("%s: key of limit %q: %w", c.pkg, l.Policy.Name, err)
+	k, err := StoreKey(l.Key, l.Fallback, r)
+	if ke, ok := err.(*KeyError); ok {
+		return "", fmt.Errorf("%s: %s of limit %q: %w", c.pkg, ke.Which, l.Policy.Name, ke.Err)
 	}
-	if l.Fallback == nil {
-		return FitKey(k), nil
-	}
-	// Distinct prefixes keep the two key spaces apart.
-	if k != "" {
-		return FitKey("key:" + k), nil
-	}
-	if k, err = l.Fallback(r); err != nil {
-		return "", fmt.Errorf("%s: fallback key of limit %q: %w", c.pkg, l.Policy.Name, err)
-	}
-	if k == "" {
-		return "", nil
-	}
-	return FitKey("fallback:" + k), nil
+	return k, nil
 }
 
 // PolicyField returns the RateLimit-Policy value of quotas, a decision's.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/internal/tracing/tracingtest"
 )
 
@@ -19,5 +20,5 @@ type benchVariant struct {
 // and exported in batches to an in-process exporter.
 func benchVariants(b *testing.B) []benchVariant {
 	tp, _ := tracingtest.Provider(b)
-	return []benchVariant{{"off", nil}, {"traced", []Option{WithTracing(tp, false)}}}
+	return []benchVariant{{"off", nil}, {"traced", []Option{WithTracer(tracing.New(tp, false))}}}
 }
