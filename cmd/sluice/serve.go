@@ -362,7 +362,7 @@ func openService(ctx context.Context, cfg *config.Config, storeCfg config.Store,
 	}
 	opened.add(closeOverrides)
 	return service.New(st, cfg, service.WithLogger(log), service.WithVersion(buildVersion()),
-		service.WithTracer(tracer), service.WithOverrides(ov)), nil
+		service.WithOverrides(ov)), nil
 }
 
 // wait blocks until the server has shut down.

@@ -158,7 +158,7 @@ func BenchmarkShouldRateLimitInProcess(b *testing.B) {
 		tracer *tracing.Tracer
 	}{{"", nil}, {"-traced", tracing.New(tp, false)}} {
 		st := storestack.Of(memory.New(), storestack.WithTracer(v.tracer))
-		srv := New(service.New(st, cfg, service.WithLogger(quiet), service.WithTracer(v.tracer)))
+		srv := New(service.New(st, cfg, service.WithLogger(quiet)))
 		benchInProcess(b, srv, v.suffix)
 	}
 }

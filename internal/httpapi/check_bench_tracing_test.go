@@ -28,5 +28,5 @@ func checkBenchVariants(b *testing.B) []checkBenchVariant {
 // benchService is a Service on the memory store, traced by v's tracer.
 func benchService(cfg *config.Config, v checkBenchVariant) *service.Service {
 	quiet := service.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	return service.New(storestack.Of(memory.New(), storestack.WithTracer(v.tracer)), cfg, quiet, service.WithTracer(v.tracer))
+	return service.New(storestack.Of(memory.New(), storestack.WithTracer(v.tracer)), cfg, quiet)
 }

@@ -27,7 +27,7 @@ func BenchmarkDecide(b *testing.B) {
 	}
 	for _, v := range benchVariants(b) {
 		b.Run(v.name, func(b *testing.B) {
-			s := New(storestack.Of(memory.New()), cfg, append(v.opts, WithLogger(quiet))...)
+			s := New(storestack.Of(memory.New(), storestack.WithTracer(v.tracer)), cfg, WithLogger(quiet))
 			ctx := context.Background()
 			var next atomic.Int64
 			b.ReportAllocs()

@@ -49,7 +49,6 @@ type Option func(*options)
 type options struct {
 	log       *slog.Logger
 	version   string
-	tracer    *tracing.Tracer
 	overrides *overrides.Store
 }
 
@@ -59,20 +58,16 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithVersion sets the version reported by sluice_build_info.
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 
-// WithTracer traces decisions on t (nil: off, the default): the policies and
-// outcome of each decision on the caller's span, which the front ends start
-// for each request. Give the stack the same tracer (storestack.WithTracer)
-// for a span for each store call.
-func WithTracer(t *tracing.Tracer) Option { return func(o *options) { o.tracer = t } }
-
 // New returns a Service deciding on st with cfg in force. Closing st is the
-// caller's.
+// caller's. When st is traced (storestack.WithTracer), so are decisions: the
+// front ends start a span for each request, and the policies and outcome of
+// each decision are recorded on it.
 func New(st *storestack.Stack, cfg *config.Config, opts ...Option) *Service {
 	o := options{log: slog.Default(), version: "devel"}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	obs := observe.New(o.version, o.log, o.tracer)
+	obs := observe.New(o.version, o.log, st.Tracer())
 	s := &Service{Engine: engine.New(st, obs, o.overrides), stack: st, obs: obs, log: o.log, overrides: o.overrides}
 	if o.overrides != nil {
 		obs.Registry().MustRegister(o.overrides.Collectors()...)

@@ -58,6 +58,14 @@ func (s *Stack) Decider() sluice.Store {
 	return s.Store
 }
 
+// Tracer is the tracer of the Traced layer: nil when tracing is off.
+func (s *Stack) Tracer() *tracing.Tracer {
+	if s.Traced == nil {
+		return nil
+	}
+	return s.Traced.Tracer()
+}
+
 // FailMode names the fail policy, "none" without one, for metrics and logs.
 func (s *Stack) FailMode() string {
 	if s.Failover == nil {
@@ -95,7 +103,8 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithTracer traces every store call on t (nil: off, the default): the
-// stack gets its Traced layer.
+// stack gets its Traced layer, and a service deciding on the stack traces
+// its decisions on t too.
 func WithTracer(t *tracing.Tracer) Option { return func(o *options) { o.tracer = t } }
 
 func newOptions(opts []Option) options {

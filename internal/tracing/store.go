@@ -27,6 +27,9 @@ type Store struct {
 	mode  string // the fail policy under inner; "none" or "" without one
 }
 
+// Tracer returns the tracer s records on.
+func (s *Store) Tracer() *Tracer { return s.t }
+
 // WrapStore returns inner traced by t; failMode names the fail policy
 // (store.on_error) inside inner, which spans name when it decided.
 func (t *Tracer) WrapStore(inner sluice.Store, failMode string) *Store {

@@ -80,7 +80,7 @@ func traced(t *testing.T, stack func(*tracing.Tracer) *storestack.Stack, keys bo
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tr := tracing.New(tp, keys)
-	return service.New(stack(tr), loadConfig(t), service.WithLogger(quiet), service.WithTracer(tr)), rec
+	return service.New(stack(tr), loadConfig(t), service.WithLogger(quiet)), rec
 }
 
 // memoryStack is a memory store traced by tr.
