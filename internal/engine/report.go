@@ -21,38 +21,44 @@ import (
 // and its results say so; a store failure no fail policy answered counts
 // nothing but the failure.
 func (e *Engine) report(ctx context.Context, r *Request, out decide.Outcome, err error) error {
-	var unavailable *failover.UnavailableError
-	switch {
-	case errors.As(err, &unavailable):
-		// Failing closed: the request is denied, and says why.
-		e.obs.Degraded(failover.FailClosed.String())
-		for i := range r.Checks {
-			c := &r.Checks[i]
-			r.Results[i] = sluice.Result{Limit: c.Limit.Limit, RetryAfter: unavailable.RetryAfter, Degraded: true}
-			e.obs.Decision(c.Policy, false, false)
-		}
+	if err != nil {
+		e.failed(ctx, r, err)
 		err = fmt.Errorf("%w: %w", ErrStore, err)
-	case err != nil:
-		e.storeFailed(ctx, err)
-		err = fmt.Errorf("%w: %w", ErrStore, err)
-	default:
-		degraded := false
-		for i := range r.Checks {
-			c := &r.Checks[i]
-			if c.Flags&decide.Failed == 0 {
-				e.obs.Decision(c.Policy, r.Allowed, r.Results[i].Allowed)
-			}
-			degraded = degraded || r.Results[i].Degraded
-		}
-		if degraded {
-			e.obs.Degraded(e.failMode)
-		}
-		for _, se := range out.ShadowErrors {
-			e.storeFailed(ctx, se.Err)
-		}
+		e.note(ctx, r, err)
+		return err
 	}
-	e.note(ctx, r, err)
-	return err
+	degraded := false
+	for i := range r.Checks {
+		c := &r.Checks[i]
+		if c.Flags&decide.Failed == 0 {
+			e.obs.Decision(c.Policy, r.Allowed, r.Results[i].Allowed)
+		}
+		degraded = degraded || r.Results[i].Degraded
+	}
+	if degraded {
+		e.obs.Degraded(e.failMode)
+	}
+	for _, se := range out.ShadowErrors {
+		e.storeFailed(ctx, se.Err)
+	}
+	e.note(ctx, r, nil)
+	return nil
+}
+
+// failed reports a decision the store failed: denied, each check, when the
+// fail policy is closed, its results saying so; else only the failure.
+func (e *Engine) failed(ctx context.Context, r *Request, err error) {
+	var unavailable *failover.UnavailableError
+	if !errors.As(err, &unavailable) {
+		e.storeFailed(ctx, err)
+		return
+	}
+	e.obs.Degraded(failover.FailClosed.String())
+	for i := range r.Checks {
+		c := &r.Checks[i]
+		r.Results[i] = sluice.Result{Limit: c.Limit.Limit, RetryAfter: unavailable.RetryAfter, Degraded: true}
+		e.obs.Decision(c.Policy, false, false)
+	}
 }
 
 // storeFailed counts and logs a failed store call, unless a fail policy
