@@ -85,7 +85,7 @@ func WithClock(c sluice.Clock) Option { return func(s *Server) { s.clock = c } }
 
 // New returns a Server deciding with svc. Its health service reports SERVING
 // until SetServing(false) or Shutdown. It does not follow the store: a store
-// opened by service.OpenStore answers by its fail policy while it cannot
+// opened by storestack.Open answers by its fail policy while it cannot
 // decide.
 func New(svc *service.Service, opts ...Option) *Server {
 	s := &Server{
