@@ -1,13 +1,14 @@
 package main
 
 import (
-	"github.com/sluicehq/sluice/internal/cli"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // TestUnknownFlagIsOneLine: a mistyped flag gets one line naming it, the flag

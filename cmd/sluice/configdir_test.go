@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/internal/cli"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // TestServeConfigDirectory: serve --config DIR serves every file of the

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +21,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // On SIGTERM serve drains: readiness says no on both APIs while kept-alive

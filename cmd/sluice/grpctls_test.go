@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"github.com/sluicehq/sluice/internal/cli"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -21,6 +20,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // testCA issues certificates for the TLS tests.

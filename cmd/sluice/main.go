@@ -14,12 +14,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // command is one subcommand: run gets the arguments after its name and

@@ -187,13 +187,14 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (_ *proxy
 		}
 	}
 	paths := []string(o.configs)
-	load := proxyLoader(configLoader(paths, o.storeURL, config.Limits{}, log))
+	store := storeFlags{url: o.storeURL}
+	load := proxyLoader(configLoader(paths, store, config.Limits{}, log))
 	since := service.Fingerprint(paths)
 	cfg, err := load()
 	if err != nil {
 		return nil, err
 	}
-	storeCfg := storeSection(cfg, o.storeURL)
+	storeCfg := store.section(cfg)
 	svc, err := openService(ctx, cfg, storeCfg, nil, log, &opened)
 	if err != nil {
 		return nil, err

@@ -52,6 +52,9 @@ type scratch struct {
 	// req is what the engine decides: checks and results, Envoy's contract,
 	// and after deciding the outcome.
 	req engine.Request
+	// shadow: the domain is in shadow mode (config.Domain.Shadow), so the
+	// request is OK whatever its statuses say.
+	shadow bool
 }
 
 var scratchPool = sync.Pool{New: func() any {
@@ -82,7 +85,7 @@ func putScratch(sc *scratch) {
 	clear(sc.quotas)
 	sc.entries, sc.limits, sc.checks, sc.quotas = sc.entries[:0], sc.limits[:0], sc.checks[:0], sc.quotas[:0]
 	sc.results, sc.best = sc.results[:0], sc.best[:0]
-	sc.req = engine.Request{}
+	sc.req, sc.shadow = engine.Request{}, false
 	scratchPool.Put(sc)
 }
 

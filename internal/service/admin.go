@@ -39,6 +39,11 @@ func (s *Service) Reset(ctx context.Context, p *config.Policy, key string) error
 // configurations cannot use.
 var probePolicy = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1 << 30, Period: time.Second}
 
+// probeHourly is the second probe of a store with a Redis for per-second
+// limits (config.Store.PerSecondURL): probePolicy is decided on that one,
+// this one on the other.
+var probeHourly = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1 << 30, Period: time.Hour}
+
 // StoreStatus is what /readyz and /readyz/store report about the store.
 type StoreStatus struct {
 	// Ready: decisions are being made by the store.
@@ -72,6 +77,9 @@ func (s *Service) Ready(ctx context.Context) StoreStatus {
 	var err error
 	if fs := s.stack.Failover; fs != nil {
 		err = fs.Ready(ctx, &probePolicy, "probe")
+		if rs := s.stack.Redis; rs != nil && rs.Routes() > 1 && err == nil {
+			err = fs.Ready(ctx, &probeHourly, "probe")
+		}
 		st.Breaker, st.OnError = fs.State().String(), fs.Mode().String()
 	} else {
 		_, err = s.stack.Store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"})

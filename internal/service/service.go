@@ -41,6 +41,7 @@ type Service struct {
 	dynamic  *config.Config
 
 	overrides *overrides.Store // nil: none
+	modes     config.Modes     // applied to every configuration put in force
 }
 
 // Option configures a Service.
@@ -50,6 +51,7 @@ type options struct {
 	log       *slog.Logger
 	version   string
 	overrides *overrides.Store
+	modes     config.Modes
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -57,6 +59,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithVersion sets the version reported by sluice_build_info.
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// WithModes applies envoyproxy/ratelimit's global switches (SHADOW_MODE,
+// QUOTA_MODE) to every configuration the Service puts in force: the first,
+// each reload's and each from xDS (see config.Config.WithModes).
+func WithModes(m config.Modes) Option { return func(o *options) { o.modes = m } }
 
 // New returns a Service deciding on st with cfg in force. Closing st is the
 // caller's. When st is traced (storestack.WithTracer), so are decisions: the
@@ -68,7 +75,7 @@ func New(st *storestack.Stack, cfg *config.Config, opts ...Option) *Service {
 		opt(&o)
 	}
 	obs := observe.New(o.version, o.log, st.Tracer())
-	s := &Service{Engine: engine.New(st, obs, o.overrides), stack: st, obs: obs, log: o.log, overrides: o.overrides}
+	s := &Service{Engine: engine.New(st, obs, o.overrides), stack: st, obs: obs, log: o.log, overrides: o.overrides, modes: o.modes}
 	if o.overrides != nil {
 		obs.Registry().MustRegister(o.overrides.Collectors()...)
 	}
@@ -94,8 +101,10 @@ func (s *Service) Logger() *slog.Logger { return s.log }
 // off.
 func (s *Service) Tracer() *tracing.Tracer { return s.obs.Tracer() }
 
-// install puts cfg in force.
+// install puts cfg in force: every configuration, from New, Reload and
+// ApplyDynamic, is finalised here.
 func (s *Service) install(cfg *config.Config) {
+	cfg = cfg.WithModes(s.modes)
 	if ls := s.stack.Lease; ls != nil {
 		ls.SetPolicies(leaseSettings(cfg))
 	}

@@ -61,6 +61,10 @@ func Check(cfg *config.Config, st config.Store) error {
 			list = append(list, config.Problem{File: "--store", Message: p.msg})
 			continue
 		}
+		if p.field == "store.per_second_url" && st.PerSecondURL != cfg.Store.PerSecondURL {
+			list = append(list, config.Problem{File: "--store-per-second", Message: p.msg})
+			continue
+		}
 		list = append(list, cfg.StoreProblem(p.field, p.msg))
 	}
 	return &config.Error{Problems: list}
@@ -93,16 +97,27 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 		if cfg.Lease != nil {
 			bad("store.lease", "leases share a Redis store between nodes; with the memory store every decision is local already: remove store.lease or set a redis:// url")
 		}
+		if cfg.PerSecondURL != "" {
+			bad("store.per_second_url", "a second Redis for the per-second limits needs a Redis store: set store.url (or --store) to redis://…")
+		}
 		return nil, problems
 	case "redis", "rediss", "unix":
 	default:
 		bad("store.url", "unknown scheme %q (want memory, redis, rediss or unix)", scheme)
 		return nil, problems
 	}
-	if _, err := rueidis.ParseURL(cfg.URL); err != nil {
-		bad("store.url", "%v", Redact(err, cfg.URL))
-	} else if _, err := redisstore.ShardURLs(cfg.URL); err != nil {
-		bad("store.url", "%v", Redact(err, cfg.URL))
+	checkRedisURL(bad, "store.url", cfg.URL)
+	if cfg.PerSecondURL != "" {
+		psScheme, _, _ := strings.Cut(cfg.PerSecondURL, "://")
+		switch strings.ToLower(psScheme) {
+		case "redis", "rediss", "unix":
+			checkRedisURL(bad, "store.per_second_url", cfg.PerSecondURL)
+		default:
+			bad("store.per_second_url", "unknown scheme %q (want redis, rediss or unix)", psScheme)
+		}
+		if cfg.TLS != nil && !strings.EqualFold(psScheme, "rediss") {
+			bad("store.per_second_url", "store.tls applies to both Redis servers, so this one must be rediss:// too, not %s://", strings.ToLower(psScheme))
+		}
 	}
 	rc := &redisSettings{mode: failover.FailLocal}
 	if cfg.OnError != "" {
@@ -172,6 +187,16 @@ func RedisClient(cfg config.Store) (opt rueidis.ClientOption, redis bool, err er
 		opt.TLSConfig = rc.tls
 	}
 	return opt, true, nil
+}
+
+// checkRedisURL reports, as field's problem, a Redis URL that rueidis or
+// redisstore would refuse.
+func checkRedisURL(bad func(field, format string, args ...any), field, raw string) {
+	if _, err := rueidis.ParseURL(raw); err != nil {
+		bad(field, "%v", Redact(err, raw))
+	} else if _, err := redisstore.ShardURLs(raw); err != nil {
+		bad(field, "%v", Redact(err, raw))
+	}
 }
 
 // memoryOptions bounds the memory store (or the local fallback) as configured

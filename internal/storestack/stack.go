@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
@@ -163,9 +164,9 @@ func Open(cfg config.Store, opts ...Option) (*Stack, error) {
 	for _, w := range Warnings(cfg) {
 		log.Warn("store", "warning", w)
 	}
-	rs, err := redisstore.Open(cfg.URL, rc.opts...)
+	rs, err := openRedis(cfg, rc)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", RedactURL(cfg.URL), Redact(err, cfg.URL))
+		return nil, err
 	}
 	s.Redis = rs
 	s.closers = append(s.closers, startModeLog(rs, log), rs.Close)
@@ -209,6 +210,37 @@ func Open(cfg config.Store, opts ...Option) (*Stack, error) {
 	}
 	s.trace(o)
 	return s, nil
+}
+
+// openRedis opens the Redis store cfg names: with a PerSecondURL, routed
+// by PerSecond over the two (redisstore.OpenRouted), so that a request
+// spanning both is still decided all or nothing (as across shards).
+func openRedis(cfg config.Store, rc *redisSettings) (*redisstore.Store, error) {
+	if cfg.PerSecondURL == "" {
+		rs, err := redisstore.Open(cfg.URL, rc.opts...)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", RedactURL(cfg.URL), Redact(err, cfg.URL))
+		}
+		return rs, nil
+	}
+	rs, err := redisstore.OpenRouted([]string{cfg.URL, cfg.PerSecondURL}, PerSecond, rc.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("store %s, per second %s: %w", RedactURL(cfg.URL), RedactURL(cfg.PerSecondURL),
+			Redact(Redact(err, cfg.URL), cfg.PerSecondURL))
+	}
+	return rs, nil
+}
+
+// PerSecond is the route of a store with a PerSecondURL: 1 (that Redis)
+// for a limit of a period under a minute, as envoyproxy/ratelimit sends its
+// limits of unit SECOND to REDIS_PERSECOND_URL, else 0 (the store's URL).
+// The period is that of the limit a request is decided under, an override's
+// or a plan's included.
+func PerSecond(p *sluice.Policy) int {
+	if p.Period < time.Minute {
+		return 1
+	}
+	return 0
 }
 
 // breakerLog logs each breaker transition: a warning when one opens, info
