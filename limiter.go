@@ -20,6 +20,9 @@ func New(store Store, p Policy) (*Limiter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if _, ok := store.(SlotStore); !ok && p.Algorithm == Concurrency {
+		return nil, fmt.Errorf("sluice: New: policy %q is a concurrency policy, and %T holds no slots (it does not implement SlotStore)", p.Name, store)
+	}
 	return &Limiter{store: store, policy: p}, nil
 }
 
@@ -81,6 +84,20 @@ func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
 	if len(checks) == 0 {
 		return nil, nil
 	}
+	reqs, err := requests(checks, false)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(checks))
+	if err := checks[0].Limiter.store.DecideAll(ctx, reqs, results); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// requests checks the checks of one AllowAll (slots false) or AcquireAll
+// (slots true: concurrency checks allowed) and returns their requests.
+func requests(checks []Check, slots bool) ([]Request, error) {
 	store := checks[0].Limiter.store
 	reqs := make([]Request, len(checks))
 	for i, c := range checks {
@@ -90,7 +107,11 @@ func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
 		cost, err := c.cost()
 		if err == nil {
 			reqs[i] = Request{Policy: &c.Limiter.policy, Key: c.Key, Cost: cost}
-			err = CheckRequest(reqs[i])
+			if slots && reqs[i].Policy.Algorithm == Concurrency {
+				err = CheckSlotRequest(reqs[i])
+			} else {
+				err = CheckRequest(reqs[i])
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("check %d (policy %q): %w", i, c.Limiter.policy.Name, err)
@@ -102,9 +123,5 @@ func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
 			}
 		}
 	}
-	results := make([]Result, len(checks))
-	if err := store.DecideAll(ctx, reqs, results); err != nil {
-		return nil, err
-	}
-	return results, nil
+	return reqs, nil
 }

@@ -28,14 +28,19 @@ type Store interface {
 }
 
 // CheckRequest reports whether a request carries a key and a cost its (already
-// validated) policy can decide: ErrInvalidKey, ErrInvalidCost or ErrExceedsCapacity.
+// validated) policy can decide: ErrInvalidKey, ErrInvalidCost or
+// ErrExceedsCapacity, or ErrAcquireOnly for a Concurrency policy, whose slots
+// are acquired (CheckSlotRequest), never decided.
 func CheckRequest(req Request) error {
-	// The common request passes on integer compares alone: a cost within both
-	// Limit and Burst is within the capacity, whichever of them it is, with no
-	// look at the algorithm.
+	// The common request passes on integer compares and one look at the
+	// algorithm: a cost within both Limit and Burst is within the capacity,
+	// whichever of them it is.
 	p := req.Policy
-	if n := len(req.Key); n != 0 && n <= MaxKeyLen && req.Cost >= 0 && req.Cost <= p.Limit && (p.Burst == 0 || req.Cost <= p.Burst) {
+	if n := len(req.Key); n != 0 && n <= MaxKeyLen && req.Cost >= 0 && req.Cost <= p.Limit && (p.Burst == 0 || req.Cost <= p.Burst) && p.Algorithm != Concurrency {
 		return nil
+	}
+	if p.Algorithm == Concurrency {
+		return errAcquireOnly(p)
 	}
 	if req.Key == "" {
 		return errInvalidKeyEmpty

@@ -340,4 +340,4 @@ func callerError(err error) bool {
 }
 
 var callerErrors = []error{sluice.ErrInvalidKey, sluice.ErrInvalidCost, sluice.ErrExceedsCapacity,
-	sluice.ErrInvalidPolicy, sluice.ErrDuplicateCheck}
+	sluice.ErrInvalidPolicy, sluice.ErrDuplicateCheck, sluice.ErrAcquireOnly, sluice.ErrNotConcurrency}

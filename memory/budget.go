@@ -69,7 +69,7 @@ type usage struct {
 	name        string
 	_           [48]byte
 	keys, bytes atomic.Int64
-	coldIDs     [6]atomic.Uint32 // by algorithmIndex: the policy's id in the compact part; 0 until it has one
+	coldIDs     [7]atomic.Uint32 // by algorithmIndex: the policy's id in the compact part; 0 until it has one (never for concurrency)
 }
 
 func (u *usage) add(bytes int64) {

@@ -79,7 +79,10 @@ func (t *keyText) String() string {
 // slidingLogIndex is algorithmIndex(sluice.SlidingLog).
 const slidingLogIndex = 1
 
-// algorithmIndex is a's position in sluice.Algorithms.
+// concurrencyIndex is algorithmIndex(sluice.Concurrency).
+const concurrencyIndex = 6
+
+// algorithmIndex is a's position in stateAlgorithms.
 func algorithmIndex(a sluice.Algorithm) uint8 {
 	switch a { // a switch compares lengths first: cheaper than a loop over the list
 	case sluice.FixedWindow:
@@ -92,6 +95,8 @@ func algorithmIndex(a sluice.Algorithm) uint8 {
 		return 3
 	case sluice.LeakyBucket:
 		return 4
+	case sluice.Concurrency:
+		return concurrencyIndex
 	}
 	return 5 // GCRA: the policy is valid
 }

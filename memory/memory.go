@@ -289,13 +289,13 @@ func (s *Store) Len() int {
 // TTL returns how long the state of the policy named policy and key is kept if
 // nothing else happens — its ResetAfter — and false when the store holds none.
 // A name used with several algorithms has a state for each: TTL reports the
-// first it finds, in the order of sluice.Algorithms. For a state in the
-// compact part it is how long its slot is kept: not less than its ResetAfter,
-// up to a period (or two, for sliding_window) more.
+// first it finds, in the order of sluice.Algorithms, then Concurrency's. For
+// a state in the compact part it is how long its slot is kept: not less than
+// its ResetAfter, up to a period (or two, for sliding_window) more.
 func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 	now := s.now()
 	u := s.budgets.lookup(policy)
-	for _, a := range sluice.Algorithms {
+	for _, a := range stateAlgorithms {
 		id := entryKey{policy: policy, alg: algorithmIndex(a), key: key}
 		h := s.hash(&id)
 		sh := &s.shards[h&s.mask]

@@ -14,13 +14,14 @@ type shard struct {
 	mu     sync.Mutex
 	index  index
 	arena  *arena
-	chunks []*chunk   // the arena's, as of the shard's last fresh position
-	owned  []int32    // the positions of the shard's entries
-	free   []int32    // positions of entries removed, for the next insertions
-	bytes  int64      // charged against the byte budget
-	hand   int        // where in owned the next sweep or eviction sample starts
-	cold   *coldTable // the compact part; nil until the shard first needs it
-	_      [64]byte   // keep neighbouring shards' mutexes off one cache line
+	chunks []*chunk                    // the arena's, as of the shard's last fresh position
+	owned  []int32                     // the positions of the shard's entries
+	free   []int32                     // positions of entries removed, for the next insertions
+	bytes  int64                       // charged against the byte budget
+	hand   int                         // where in owned the next sweep or eviction sample starts
+	cold   *coldTable                  // the compact part; nil until the shard first needs it
+	slots  map[int32][]sluice.HeldSlot // the slots of concurrency entries, by position (slots.go)
+	_      [64]byte                    // keep neighbouring shards' mutexes off one cache line
 }
 
 // sweepPerInsert is how many entries each insertion checks for expiry. Two keep
@@ -61,13 +62,20 @@ func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice
 	// After a clock step backwards ResetAfter counts from the instant the
 	// state was last at; never forget it earlier than before.
 	expires = max(expires, e.expires)
-	if logCap != e.logCap { // only a log's buffer changes the charge
+	sh.charge(e, logCap)
+	e.expires, e.safeAt = expires, safeAt(p, res, now, expires)
+	e.store(st)
+}
+
+// charge sets what entry e is charged beyond its key to logCap entries of a
+// log (or their worth of slots).
+func (sh *shard) charge(e *entry, logCap logCapacity) {
+	if logCap != e.logCap { // only a log's buffer or a slot set changes the charge
 		bytes := (int64(logCap) - int64(e.logCap)) * logEntryBytes
 		sh.bytes += bytes
 		e.usage.bytes.Add(bytes) // shared by every shard: not on every decision
+		e.logCap = logCap
 	}
-	e.expires, e.safeAt, e.logCap = expires, safeAt(p, res, now, expires), logCap
-	e.store(st)
 }
 
 // keep follows a peek or a denial under p, which left entry i's state as it
@@ -165,6 +173,9 @@ func (sh *shard) remove(pos int32) {
 	bytes := entryBytes(e.key.len(), e.logCap)
 	sh.bytes -= bytes
 	e.usage.release(bytes)
+	if e.alg == concurrencyIndex {
+		delete(sh.slots, pos)
+	}
 	*e = entry{} // drop references for the GC
 	sh.give(pos)
 }

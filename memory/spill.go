@@ -176,9 +176,12 @@ func (s *Store) demote(sh *shard, pos int32, now int64) bool {
 	return true
 }
 
-// compact reports whether the compact part holds e's state exactly.
+// compact reports whether the compact part holds e's state exactly. It
+// never holds a concurrency key's slots: their tokens do not fit.
 func (e *entry) compact() bool {
 	switch e.alg {
+	case concurrencyIndex:
+		return false
 	case slidingLogIndex:
 		return e.log == nil || e.log.Len() <= 1
 	case slidingWindowIndex:

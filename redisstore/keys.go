@@ -22,6 +22,8 @@ func algoCode(a sluice.Algorithm) string {
 		return "tb"
 	case sluice.LeakyBucket:
 		return "lb"
+	case sluice.Concurrency:
+		return "cc"
 	default:
 		return "gc"
 	}

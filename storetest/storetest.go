@@ -2,7 +2,8 @@
 // vectors, randomized traces and rule checks, run against a store whose clock the
 // suite controls. It asserts every rule and guarantee of Sluice's decision
 // contract for every algorithm, so a store that passes returns the same Results as
-// every other store.
+// every other store. The store must also hold in-flight slots (implement
+// sluice.SlotStore): the Slots cases check them.
 //
 // A store's own tests call Run:
 //
@@ -58,6 +59,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Reset", func(t *testing.T) { testReset(t, open) })
 	t.Run("ChangeVectors", func(t *testing.T) { testChangeVectors(t, open) })
 	t.Run("ChangeReference", func(t *testing.T) { testChangeReference(t, open) })
+	t.Run("Slots", func(t *testing.T) { RunSlots(t, open) })
 }
 
 // env is one case: a fresh store and its clock.

@@ -21,7 +21,7 @@ import (
 func TestPerSecondStore(t *testing.T) {
 	main, perSecond := redistest.Start(t), redistest.Start(t)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
-	write(t, path, "policies:\n  - {name: ps, algorithm: fixed_window, limit: 5, period: 1s}\n  - {name: ph, algorithm: gcra, limit: 5, period: 1h}\n")
+	write(t, path, "policies:\n  - {name: ps, algorithm: fixed_window, limit: 5, period: 30s}\n  - {name: ph, algorithm: gcra, limit: 5, period: 1h}\n")
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
