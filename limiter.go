@@ -29,6 +29,9 @@ func New(store Store, p Policy) (*Limiter, error) {
 // Policy returns the limiter's policy.
 func (l *Limiter) Policy() Policy { return l.policy }
 
+// Store returns the store the limiter decides on.
+func (l *Limiter) Store() Store { return l.store }
+
 // Allow asks to admit one unit for key. It is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 	return l.AllowN(ctx, key, 1)

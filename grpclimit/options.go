@@ -14,8 +14,9 @@ import (
 // unless MaxDelay says otherwise.
 const DefaultMaxDelay = httplimit.DefaultMaxDelay
 
-// Quota is one limit and the Result it gave, as in package httplimit.
-type Quota = httplimit.Quota
+// Quota is one limit and the Result it gave (sluice.Quota), as in package
+// httplimit.
+type Quota = sluice.Quota
 
 // ShadowDenial reports that a shadow limit would have denied a call; see
 // httplimit.ShadowDenial.

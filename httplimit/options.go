@@ -103,15 +103,29 @@ func OnShadowDenial(f func(r *http.Request, d ShadowDenial)) Option {
 // the peer, as any client can write those headers.
 func TrustedProxies(cidrs ...string) Option {
 	return func(c *config) error {
-		for _, s := range cidrs {
-			p, err := parsePrefix(s)
-			if err != nil {
-				return fmt.Errorf("httplimit: TrustedProxies: %w", err)
-			}
-			c.trusted = append(c.trusted, p)
+		trusted, err := TrustedPrefixes(cidrs...)
+		if err != nil {
+			return fmt.Errorf("httplimit: TrustedProxies: %w", err)
 		}
+		c.trusted = append(c.trusted, trusted...)
 		return nil
 	}
+}
+
+// TrustedPrefixes parses trusted proxies as TrustedProxies does (a bare
+// address is a prefix of its own; an IPv4-mapped prefix is unmapped, since
+// ClientIP compares addresses unmapped), for the trusted argument of
+// ClientIP.
+func TrustedPrefixes(cidrs ...string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(cidrs))
+	for _, s := range cidrs {
+		p, err := parsePrefix(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {

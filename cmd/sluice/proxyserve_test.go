@@ -24,6 +24,7 @@ type proxied struct {
 	logs   *syncBuffer
 	base   string // the proxy
 	health string // the health port
+	config string // its configuration file
 }
 
 func startProxyWith(t *testing.T, cfg string, mod func(*proxyOptions)) *proxied {
@@ -32,7 +33,7 @@ func startProxyWith(t *testing.T, cfg string, mod func(*proxyOptions)) *proxied 
 	t.Cleanup(up.Close)
 	path := filepath.Join(t.TempDir(), "proxy.yaml")
 	writeFile(t, path, cfg)
-	p := &proxied{logs: &syncBuffer{}}
+	p := &proxied{logs: &syncBuffer{}, config: path}
 	log, _ := newLogger(p.logs, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
 	o := proxyOptions{configs: cli.StringList{path}, upstream: up.URL, listen: "127.0.0.1:0", healthAddr: "127.0.0.1:0",

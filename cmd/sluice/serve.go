@@ -9,11 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,6 +21,8 @@ import (
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // serveOptions are serve's flags.
@@ -228,7 +228,15 @@ type server struct {
 
 // startServer loads the configuration, opens the store, starts listening and
 // serving, and returns; the server runs until ctx ends.
-func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server, error) {
+func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (_ *server, err error) {
+	// What is opened is closed, last first, by a start that fails or by
+	// the shutdown of one that started.
+	var opened undo
+	defer func() {
+		if err != nil {
+			opened.run()
+		}
+	}()
 	paths := []string(o.configs)
 	load := configLoader(paths, o.store(), o.bounds.limits(), log)
 	// Taken before the load, so the watch reloads a file changed while the
@@ -243,34 +251,24 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	if err != nil {
 		return nil, err
 	}
-	tracingOpt, stopTracing, err := startTracing(ctx, log)
+	if o.adminAddr != "" && token == "" {
+		return nil, errors.New("--admin-addr needs an admin token (--admin-token-file or SLUICE_ADMIN_TOKEN)")
+	}
+	tracer, stopTracing, err := startTracing(ctx, log)
 	if err != nil {
 		return nil, err
 	}
-	store, closeStore, err := service.OpenStore(storeCfg, log)
+	opened.add(stopTracing) // the last spans are flushed after the last decision
+	svc, err := openService(ctx, cfg, storeCfg, tracer, log, &opened, service.WithModes(o.rl.modes))
 	if err != nil {
-		stopTracing()
 		return nil, err
 	}
-	closeStore = sequence(closeStore, stopTracing) // the last spans are flushed after the last decision
-	// Overrides live where the counters do: in Redis every node shares them.
-	ov, closeOverrides, err := service.OpenOverrides(ctx, storeCfg, log)
-	if err != nil {
-		closeStore()
-		return nil, err
-	}
-	closeStore = sequence(closeOverrides, closeStore)
-	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()), tracingOpt, service.WithOverrides(ov),
-		service.WithModes(o.rl.modes))
 	xds, err := o.xds.client(svc, o.bounds.limits(), log)
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
-
 	grpcTLS, err := o.rl.grpcTLS.serverOption(log)
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
 	limits := o.limits
@@ -278,14 +276,9 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		l := defaultConnLimits()
 		limits = &l
 	}
-	if o.adminAddr != "" && token == "" {
-		closeStore()
-		return nil, errors.New("--admin-addr needs an admin token (--admin-token-file or SLUICE_ADMIN_TOKEN)")
-	}
 	lns, err := listenAll(listenSpec{"--http-addr", o.httpAddr}, listenSpec{"--grpc-addr", o.grpcAddr},
 		listenSpec{"--health-addr", o.healthAddr}, listenSpec{"--admin-addr", o.adminAddr}, listenSpec{"--debug-addr", o.debugAddr})
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
 	s := &server{drainer: newDrainer(log), svc: svc, httpAddr: lns[0].Addr(), grpcAddr: addrOf(lns[1]),
@@ -337,29 +330,10 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	}
 	var wg sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(context.Background())
-	if len(paths) > 0 {
-		wg.Go(func() {
-			if err := svc.Watch(watchCtx, paths, since, load); err != nil {
-				log.Warn("not watching the configuration files; reload with SIGHUP", "error", err)
-			}
-		})
-	}
+	watchConfig(watchCtx, &wg, svc, paths, since, load, log)
 	wg.Go(func() { runXDS(watchCtx, xds) })
 	wg.Go(func() { serving.run(watchCtx) })
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	wg.Go(func() {
-		for {
-			select {
-			case <-watchCtx.Done():
-				return
-			case <-hup:
-				log.Info("SIGHUP: reloading the configuration")
-				_ = svc.Reload(load) // logged and counted
-			}
-		}
-	})
-	log.Info("sluice serving", "version", buildVersion(), "store", service.RedactURL(storeCfg.URL), "store_per_second", service.RedactURL(storeCfg.PerSecondURL),
+	log.Info("sluice serving", "version", buildVersion(), "store", storestack.RedactURL(storeCfg.URL), "store_per_second", storestack.RedactURL(storeCfg.PerSecondURL),
 		"http", s.httpAddr.String(), "grpc", addrString(s.grpcAddr), "health", addrString(s.healthAddr), "admin", addrString(s.adminAddr), "debug", addrString(s.debugAddr),
 		"policies", len(cfg.Policies), "domains", len(cfg.Domains), "admin_api", token != "", "xds", o.xds.server)
 
@@ -367,16 +341,35 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		defer close(s.done)
 		defer s.shutdown()
 		<-ctx.Done()
-		signal.Stop(hup)
 		stopWatch()
 		s.drain(o.drain, rls.Shutdown)
 		s.stop(o.shutdown, grpcSrv, ps.servers...)
 		ps.wait()
 		wg.Wait()
-		closeStore()
+		opened.run()
 		log.Info("stopped")
 	}()
 	return s, nil
+}
+
+// openService opens the store stack of storeCfg and the overrides beside it
+// and returns the service deciding on them with cfg in force, traced by
+// tracer (nil: off), with opts; what it opened is added to opened.
+func openService(ctx context.Context, cfg *config.Config, storeCfg config.Store, tracer *tracing.Tracer,
+	log *slog.Logger, opened *undo, opts ...service.Option) (*service.Service, error) {
+	st, err := storestack.Open(storeCfg, storestack.WithLogger(log), storestack.WithTracer(tracer))
+	if err != nil {
+		return nil, err
+	}
+	opened.add(func() { st.Close() })
+	// Overrides live where the counters do: in Redis every node shares them.
+	ov, closeOverrides, err := service.OpenOverrides(ctx, storeCfg, log)
+	if err != nil {
+		return nil, err
+	}
+	opened.add(closeOverrides)
+	opts = append([]service.Option{service.WithLogger(log), service.WithVersion(buildVersion()), service.WithOverrides(ov)}, opts...)
+	return service.New(st, cfg, opts...), nil
 }
 
 // store is what serve's flags and environment say of the store.

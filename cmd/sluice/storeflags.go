@@ -30,7 +30,7 @@ func addStoreFlags(fs *flag.FlagSet, perSecond, keyPrefix *string) {
 // applied — --store's URL, else the file's, else memory://; the per-second
 // Redis; the key prefix; and REDIS_TLS_*'s files when the URL is the one
 // ratelimit's variables built. The one derivation of the store: serve opens
-// it, and serve, validate and proxy check it (service.CheckStore).
+// it, and serve, validate and proxy check it (storestack.Check).
 func (f storeFlags) section(cfg *config.Config) config.Store {
 	st := cfg.Store
 	if f.url != "" {

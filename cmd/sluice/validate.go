@@ -9,7 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 const validateDescription = `Validate reads configuration files as serve would and reports every problem
@@ -69,7 +69,7 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	for _, w := range append(cfg.Warnings(), service.StoreWarnings(store.section(cfg))...) {
+	for _, w := range append(cfg.Warnings(), storestack.Warnings(store.section(cfg))...) {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	fmt.Fprintf(stdout, "ok: %d policies, %d domains in %d files\n", len(cfg.Policies), len(cfg.Domains), len(cfg.Files))
@@ -85,7 +85,7 @@ func loadConfig(paths []string, store storeFlags, lim config.Limits) (*config.Co
 	if err != nil {
 		return nil, err
 	}
-	if err := service.CheckStore(cfg, store.section(cfg)); err != nil {
+	if err := storestack.Check(cfg, store.section(cfg)); err != nil {
 		return nil, err
 	}
 	return cfg, nil

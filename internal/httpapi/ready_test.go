@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 // readyBody is the body of /readyz and /readyz/store.
@@ -50,11 +51,11 @@ func TestReadyFollowsFailPolicy(t *testing.T) {
 		t.Run(onError, func(t *testing.T) {
 			r := redistest.Start(t)
 			r.Kill()
-			store, closeStore, err := service.OpenStore(config.Store{URL: r.URL(), OnError: onError}, nil)
+			store, err := storestack.Open(config.Store{URL: r.URL(), OnError: onError})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(closeStore)
+			t.Cleanup(func() { store.Close() })
 			srv := httptest.NewServer(httpapi.New(service.New(store, testConfig(testPolicies...))))
 			t.Cleanup(srv.Close)
 

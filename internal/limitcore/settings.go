@@ -22,12 +22,7 @@ import (
 const DefaultMaxDelay = 10 * time.Second
 
 // Quota is one limit and the Result it gave.
-type Quota struct {
-	// Policy is the limit's policy.
-	Policy *sluice.Policy
-	// Result is what the limit decided for the request.
-	Result sluice.Result
-}
+type Quota = sluice.Quota
 
 // KeyFunc derives a request's key for one limit: "" when the request has
 // none, an error when the key cannot be worked out.

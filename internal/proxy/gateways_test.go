@@ -134,7 +134,7 @@ func newGatewayFixture(t *testing.T) *gatewayFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ForwardAuth(cfg, memory.New(memory.WithClock(storetest.NewClock(storetest.Epoch))))
+	h, err := ForwardAuth(serviceOf(cfg, memory.New(memory.WithClock(storetest.NewClock(storetest.Epoch)))))
 	if err != nil {
 		t.Fatal(err)
 	}

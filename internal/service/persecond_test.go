@@ -9,8 +9,9 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 // TestPerSecondStore: with store.per_second_url, a decision spanning a
@@ -25,19 +26,19 @@ func TestPerSecondStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, closeStore, err := OpenStore(config.Store{URL: main.URL(), PerSecondURL: perSecond.URL(), Breaker: config.Breaker{Cooldown: time.Hour}}, nil)
+	store, err := storestack.Open(config.Store{URL: main.URL(), PerSecondURL: perSecond.URL(), Breaker: config.Breaker{Cooldown: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(closeStore)
+	t.Cleanup(func() { store.Close() })
 	s := New(store, cfg, WithLogger(quiet))
 	ctx := context.Background()
 	ps, ph := cfg.Policies["ps"], cfg.Policies["ph"]
 	results := make([]sluice.Result, 2)
-	if ok, err := s.Decide(ctx, []Check{{Policy: ps, Key: "a", Cost: 1}, {Policy: ph, Key: "a", Cost: 1}}, results); err != nil || !ok {
+	if ok, err := s.Decide(ctx, []engine.Check{{Policy: ps, Key: "a", Cost: 1}, {Policy: ph, Key: "a", Cost: 1}}, results); err != nil || !ok {
 		t.Fatalf("decided %v, %v", ok, err)
 	}
-	rs := failoverStore(store).Primary().(*redisstore.Store)
+	rs := store.Redis
 	for _, c := range []struct {
 		p      *config.Policy
 		on     *redistest.Server

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -143,7 +141,7 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 	watchReady(t, s, []string{dir}, load)
 
 	must(t, os.RemoveAll(dir))
-	within(t, "the missing directory is a rejected reload", func() bool { return testutil.ToFloat64(s.metrics.reloads.WithLabelValues("failure")) >= 1 })
+	within(t, "the missing directory is a rejected reload", func() bool { return metric(t, s, "sluice_config_reloads_total", "result", "failure") >= 1 })
 	must(t, os.Mkdir(dir, 0o755))
 	write(t, filepath.Join(dir, "a.yaml"), policyFile(4))
 	within(t, "the recreated directory is in force", func() bool { return limitOf(s, "p") == 4 })

@@ -16,7 +16,9 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 // scrape reads the service's metrics over HTTP, as Prometheus would:
@@ -51,7 +53,7 @@ func decideN(t *testing.T, s *Service, p *config.Policy, keys, n int) {
 	t.Helper()
 	results := make([]sluice.Result, 1)
 	for i := range n {
-		ok, err := s.Decide(context.Background(), []Check{{Policy: p, Key: fmt.Sprint("k", i%keys), Cost: 1}}, results)
+		ok, err := s.Decide(context.Background(), []engine.Check{{Policy: p, Key: fmt.Sprint("k", i%keys), Cost: 1}}, results)
 		if err != nil || !ok {
 			t.Fatalf("%s request %d: allowed %v, %v", p.Name, i, ok, err)
 		}
@@ -81,14 +83,14 @@ policies:
 		return c
 	}
 	cfg := file("3s")
-	if err := CheckStore(cfg, cfg.Store); err != nil {
+	if err := storestack.Check(cfg, cfg.Store); err != nil {
 		t.Fatal(err)
 	}
-	st, closeStore, err := OpenStore(cfg.Store, nil)
+	st, err := storestack.Open(cfg.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer st.Close()
 	s := New(st, cfg)
 	const n = 200
 	decideN(t, s, cfg.Policies["own"], 1, n)
@@ -139,11 +141,11 @@ func TestMemoryMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, closeStore, err := OpenStore(cfg.Store, nil)
+	st, err := storestack.Open(cfg.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer st.Close()
 	s := New(st, cfg)
 	decideN(t, s, cfg.Policies["p"], 7, 7)
 	m := scrape(t, s)
@@ -178,11 +180,11 @@ func TestMemoryStoreUnderPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	st, closeStore, err := OpenStore(cfg.Store, slog.New(slog.NewTextHandler(&logs, nil)))
+	st, err := storestack.Open(cfg.Store, storestack.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer st.Close()
 	s := New(st, cfg)
 	decideN(t, s, cfg.Policies["login"], 5000, 5000) // each admitted: 1 of 5 used, never safe to forget
 	m := scrape(t, s)
@@ -206,7 +208,7 @@ func TestPolicyLeaseNeedsStoreLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = CheckStore(cfg, cfg.Store)
+	err = storestack.Check(cfg, cfg.Store)
 	if err == nil || !strings.Contains(err.Error(), "c.yaml:3") || !strings.Contains(err.Error(), "set store.lease") {
 		t.Fatalf("got %v, want an error at c.yaml:3 asking for store.lease", err)
 	}

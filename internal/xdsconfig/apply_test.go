@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
 	"github.com/sluicehq/sluice/memory"
@@ -80,7 +81,7 @@ func TestDecisionsContinueWhileAVersionApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := service.New(memory.New(), files, service.WithLogger(quiet))
+	svc := service.New(storestack.Of(memory.New()), files, service.WithLogger(quiet))
 	rls := envoyrls.New(svc)
 	web := httptest.NewServer(httpapi.New(svc))
 	t.Cleanup(web.Close)

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
 	"github.com/sluicehq/sluice/memory"
@@ -64,7 +65,7 @@ func startNodeAs(t *testing.T, addr string, files *config.Config, lim xdsconfig.
 		}
 	}
 	clock := storetest.NewClock(storetest.Epoch)
-	svc := service.New(memory.New(memory.WithClock(clock)), files, service.WithLogger(quiet))
+	svc := service.New(storestack.Of(memory.New(memory.WithClock(clock))), files, service.WithLogger(quiet))
 	reg := prometheus.NewRegistry()
 	c, err := xdsconfig.New(xdsconfig.Options{Server: addr, NodeID: xdstest.NodeID, Apply: svc.ApplyDynamic, Logger: quiet,
 		Registerer: reg, Limits: lim})

@@ -1,4 +1,4 @@
-package service
+package storestack
 
 import (
 	"crypto/tls"

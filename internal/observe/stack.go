@@ -1,26 +1,31 @@
-package service
+package observe
 
 import (
 	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/memory"
 )
 
-// storeCollector reports, at each scrape, what the lease and memory stores
-// behind the service hold and have done. It reads their Stats rather than
+// storeCollector reports, at each scrape, what the lease and memory layers
+// of the store stack hold and have done. It reads their Stats rather than
 // counting on the hot path, which then pays nothing for these metrics.
 type storeCollector struct {
-	s *Service
+	stack  *storestack.Stack
+	config func() *config.Config // the configuration in force
 
 	leaseBound, leaseDecisions, leaseCalls, leases, leaseHeld          *prometheus.Desc
 	memKeys, memBytes, memMaxKeys, memMaxBytes, memEvicted, memRefused *prometheus.Desc
 	memCompactKeys, memCompactSlots, memSpilled, memDemoted, memFolded *prometheus.Desc
 }
 
-func newStoreCollector(s *Service) *storeCollector {
+func newStoreCollector(st *storestack.Stack, cfg func() *config.Config) *storeCollector {
 	role := []string{"store"}
 	return &storeCollector{
-		s:               s,
+		stack:           st,
+		config:          cfg,
 		leaseBound:      prometheus.NewDesc("sluice_lease_bound", "With leases, the proven worst-case ratio of admissions to the policy's own guarantee over any interval: 1 + ttl/(B·T) for token_bucket and gcra, 1 for fixed_window and for policies that are not leased.", []string{"policy"}, nil),
 		leaseDecisions:  prometheus.NewDesc("sluice_lease_decisions_total", "Requests the lease layer decided, from a lease or on Redis.", nil, nil),
 		leaseCalls:      prometheus.NewDesc("sluice_lease_store_calls_total", "Calls the lease layer made to Redis: reservations, releases and the decisions it could not take from a lease.", nil, nil),
@@ -51,13 +56,13 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
-	if ls := leaseStore(c.s.store); ls != nil {
+	if ls := c.stack.Lease; ls != nil {
 		st := ls.Stats()
 		ch <- prometheus.MustNewConstMetric(c.leaseDecisions, prometheus.CounterValue, float64(st.Decisions))
 		ch <- prometheus.MustNewConstMetric(c.leaseCalls, prometheus.CounterValue, float64(st.StoreCalls))
 		ch <- prometheus.MustNewConstMetric(c.leases, prometheus.GaugeValue, float64(st.Leases))
 		ch <- prometheus.MustNewConstMetric(c.leaseHeld, prometheus.GaugeValue, float64(st.Held))
-		cfg := c.s.Config()
+		cfg := c.config()
 		names := make([]string, 0, len(cfg.Policies))
 		for name := range cfg.Policies {
 			names = append(names, name)
@@ -71,7 +76,10 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.leaseBound, prometheus.GaugeValue, ls.Bound(&p.Policy), name)
 		}
 	}
-	for role, ms := range memoryStores(c.s.store) {
+	for role, ms := range map[string]*memory.Store{"memory": c.stack.Memory, "local": c.stack.Local} {
+		if ms == nil {
+			continue
+		}
 		st := ms.Stats()
 		ch <- prometheus.MustNewConstMetric(c.memKeys, prometheus.GaugeValue, float64(st.Keys), role)
 		ch <- prometheus.MustNewConstMetric(c.memBytes, prometheus.GaugeValue, float64(st.Bytes), role)

@@ -1,4 +1,4 @@
-package service
+package storestack
 
 import (
 	"log/slog"
@@ -24,11 +24,11 @@ func (w lineWriter) Write(p []byte) (int, error) {
 func modeLine(t *testing.T, storeURL string) string {
 	t.Helper()
 	lines := make(lineWriter, 16)
-	_, closeStore, err := OpenStore(config.Store{URL: storeURL}, slog.New(slog.NewTextHandler(lines, nil)))
+	st, err := Open(config.Store{URL: storeURL}, WithLogger(slog.New(slog.NewTextHandler(lines, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer st.Close()
 	timeout := time.After(30 * time.Second) // generous: the line comes once Redis answers
 	for {
 		select {
@@ -65,11 +65,11 @@ func TestOpenStoreLogsMode(t *testing.T) {
 // the mode log's retries, with nothing logged.
 func TestOpenStoreModeLogStops(t *testing.T) {
 	lines := make(lineWriter, 16)
-	_, closeStore, err := OpenStore(config.Store{URL: "redis://127.0.0.1:1"}, slog.New(slog.NewTextHandler(lines, nil)))
+	st, err := Open(config.Store{URL: "redis://127.0.0.1:1"}, WithLogger(slog.New(slog.NewTextHandler(lines, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeStore() // returns only once the mode log has stopped
+	st.Close() // returns only once the mode log has stopped
 	close(lines)
 	for line := range lines {
 		if strings.Contains(line, "redis store mode") {

@@ -1,4 +1,4 @@
-package service
+package storestack
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // without store.nodes is warned about, at OpenStore in the log and by
 // StoreWarnings for validate; nodes set, another fail policy or the memory
 // store are not.
-func TestStoreWarnings(t *testing.T) {
+func TestWarnings(t *testing.T) {
 	const redis = "redis://127.0.0.1:1"
 	for _, tc := range []struct {
 		st   config.Store
@@ -29,16 +29,16 @@ func TestStoreWarnings(t *testing.T) {
 		{config.Store{URL: "memory://"}, false},
 		{config.Store{}, false},
 	} {
-		got := StoreWarnings(tc.st)
+		got := Warnings(tc.st)
 		if (len(got) > 0) != tc.warn || (tc.warn && !strings.Contains(got[0], "store.nodes is not set")) {
 			t.Errorf("%+v: %q, want a warning: %v", tc.st, got, tc.warn)
 		}
 		var logged bytes.Buffer
-		_, closeStore, err := OpenStore(tc.st, slog.New(slog.NewTextHandler(&logged, nil)))
+		st, err := Open(tc.st, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 		if err != nil {
 			t.Fatalf("%+v: %v", tc.st, err)
 		}
-		closeStore()
+		st.Close()
 		if strings.Contains(logged.String(), "store.nodes is not set") != tc.warn {
 			t.Errorf("%+v: OpenStore logged %q, want the warning: %v", tc.st, logged.String(), tc.warn)
 		}

@@ -1,4 +1,4 @@
-package service
+package storestack
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/redisstore"
 )
 
 // TestOpenStoreClusterBreakerPerMaster: a store opened on a Cluster URL, as
@@ -23,14 +22,13 @@ import (
 func TestOpenStoreClusterBreakerPerMaster(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 0, redistest.WithArgs("--cluster-require-full-coverage", "no"))
 	logs := &syncLog{}
-	st, closeStore, err := OpenStore(config.Store{URL: c.URL(), OnError: "open", Timeout: time.Second,
-		Breaker: config.Breaker{MinCalls: 3, Cooldown: time.Minute}}, slog.New(slog.NewTextHandler(logs, nil)))
+	st, err := Open(config.Store{URL: c.URL(), OnError: "open", Timeout: time.Second,
+		Breaker: config.Breaker{MinCalls: 3, Cooldown: time.Minute}}, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(closeStore)
-	fs := st.(*failover.Store)
-	rs := fs.Primary().(*redisstore.Store)
+	t.Cleanup(func() { st.Close() })
+	fs, rs := st.Failover, st.Redis
 	p := &sluice.Policy{Name: "masters", Algorithm: sluice.GCRA, Limit: 1 << 40, Period: time.Hour}
 	ctx := context.Background()
 	// The connection and the slot map come in the background.

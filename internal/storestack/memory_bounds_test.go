@@ -1,4 +1,4 @@
-package service
+package storestack
 
 import (
 	"testing"
@@ -18,12 +18,12 @@ func TestOpenStoreMemoryBounds(t *testing.T) {
 		{config.Store{URL: "memory://"}, memory.DefaultMaxKeys, memory.DefaultMaxBytes},
 		{config.Store{MaxKeys: 5000, MaxBytes: 8 << 20}, 5000, 8 << 20},
 	} {
-		s, closeStore, err := OpenStore(c.cfg, nil)
+		s, err := Open(c.cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := s.(*memory.Store).Stats()
-		closeStore()
+		st := s.Memory.Stats()
+		s.Close()
 		if st.MaxKeys != c.keys || st.MaxBytes != c.bytes {
 			t.Fatalf("%+v: store bounds %d keys %d bytes, want %d and %d", c.cfg, st.MaxKeys, st.MaxBytes, c.keys, c.bytes)
 		}

@@ -1,108 +1,28 @@
-package service
+package storestack
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
+	"sort"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// OpenStore opens the store cfg.URL names:
-//
-//	memory:// (or "")                the embedded memory store: one process, no
-//	                                 sharing between nodes
-//	redis://[user:pass@]host:port    Redis, a Cluster (add ?addr=host:port for
-//	rediss://…  unix://…             more seed nodes) or Sentinel; see redisstore.Open
-//
-// A Redis store is opened lazily — the service starts while Redis is down and
-// connects when it can — and wrapped in a failover.Store applying cfg's fail
-// policy (local unless set), timeout (adaptive unless set) and circuit
-// breaker; with cfg.Lease, that in a lease.Store (close gives the unused
-// quota back). Breaker transitions, and once how the store runs its Lua
-// (functions or scripts, and why), are logged on log (nil:
-// slog.Default()). close releases the store's connections.
-func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close func(), err error) {
-	if log == nil {
-		log = slog.Default()
-	}
-	rc, problems := readStore(cfg)
-	if len(problems) > 0 {
-		return nil, nil, problems[0]
-	}
-	if rc == nil {
-		return memory.New(memoryOptions(cfg, log.With("store", "memory"))...), func() {}, nil
-	}
-	for _, w := range StoreWarnings(cfg) {
-		log.Warn("store", "warning", w)
-	}
-	rs, err := openRedis(cfg, rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	mode := rc.mode
-	fs := failover.New(rs,
-		failover.WithMode(mode),
-		failover.WithTimeout(cfg.Timeout),
-		failover.WithAdaptiveTimeout(cfg.TimeoutMin, cfg.TimeoutMax),
-		failover.WithBreaker(failover.BreakerSettings{
-			MinCalls:    cfg.Breaker.MinCalls,
-			Window:      cfg.Breaker.Window,
-			FailureRate: float64(cfg.Breaker.FailureRate) / 100,
-			Cooldown:    cfg.Breaker.Cooldown,
-			Probes:      cfg.Breaker.Probes,
-		}),
-		failover.WithNodes(cfg.Nodes),
-		// A breaker per shard of a sharded store, per master of a Cluster:
-		// one node down sends only its own keys to the fail policy.
-		failover.WithBreakerPerNode(func(r sluice.Request) string { return rs.NodeOf(r.Policy, r.Key) }),
-		failover.WithLocal(memory.New(memoryOptions(cfg, log.With("store", "local"))...)),
-		failover.WithNodeStateChange(func(node string, from, to failover.BreakerState) {
-			level := slog.LevelWarn
-			if to == failover.BreakerClosed {
-				level = slog.LevelInfo
-			}
-			attrs := []any{"from", from.String(), "to", to.String(), "on_error", mode.String()}
-			if node != "" {
-				attrs = append(attrs, "node", node)
-			}
-			log.Log(context.Background(), level, "store circuit breaker", attrs...)
-		}))
-	stopModeLog := startModeLog(rs, log)
-	if cfg.Lease == nil {
-		return fs, func() { stopModeLog(); rs.Close() }, nil
-	}
-	// Leases sit outside the fail policy, which then times and counts only
-	// the calls that reach Redis: a node spends its lease while Redis is
-	// down, and the fail policy decides once it needs a new one.
-	opts := []lease.Option{lease.WithTTL(cfg.Lease.TTL), lease.WithMaxLease(cfg.Lease.MaxLease)}
-	if cfg.Lease.Off {
-		opts = append(opts, lease.WithOff())
-	}
-	ls := lease.New(fs, opts...)
-	return ls, func() { stopModeLog(); ls.Close(context.Background()); rs.Close() }, nil
-}
-
-// StoreWarnings lists what is valid in st, the store section in force, but
+// Warnings lists what is valid in st, the store section in force, but
 // admits more than the limits say: the local fail policy (the default) on
 // Redis without store.nodes, under which every node falling back admits the
 // whole limit, so N nodes admit N times it while Redis is down. serve logs
 // the warnings and validate prints them.
-func StoreWarnings(st config.Store) []string {
+func Warnings(st config.Store) []string {
 	scheme, _, _ := strings.Cut(st.URL, "://")
 	switch strings.ToLower(scheme) {
 	case "redis", "rediss", "unix":
@@ -120,45 +40,14 @@ func StoreWarnings(st config.Store) []string {
 		"or choose on_error: closed or open"}
 }
 
-// openRedis opens the Redis store cfg names: with a PerSecondURL, routed
-// by PerSecond over the two (redisstore.OpenRouted), so that a request
-// spanning both is still decided all or nothing (as across shards).
-func openRedis(cfg config.Store, rc *redisSettings) (*redisstore.Store, error) {
-	if cfg.PerSecondURL == "" {
-		rs, err := redisstore.Open(cfg.URL, rc.opts...)
-		if err != nil {
-			return nil, fmt.Errorf("store %s: %w", RedactURL(cfg.URL), redact(err, cfg.URL))
-		}
-		return rs, nil
-	}
-	rs, err := redisstore.OpenRouted([]string{cfg.URL, cfg.PerSecondURL}, PerSecond, rc.opts...)
-	if err != nil {
-		return nil, fmt.Errorf("store %s, per second %s: %w", RedactURL(cfg.URL), RedactURL(cfg.PerSecondURL),
-			redact(redact(err, cfg.URL), cfg.PerSecondURL))
-	}
-	return rs, nil
-}
-
-// PerSecond is the route of a store with a PerSecondURL: 1 (that Redis)
-// for a limit of a period under a minute, as envoyproxy/ratelimit sends its
-// limits of unit SECOND to REDIS_PERSECOND_URL, else 0 (the store's URL).
-// The period is that of the limit a request is decided under, an override's
-// or a plan's included.
-func PerSecond(p *sluice.Policy) int {
-	if p.Period < time.Minute {
-		return 1
-	}
-	return 0
-}
-
-// CheckStore reports, without connecting, everything OpenStore would refuse
+// Check reports, without connecting, everything Open would refuse
 // in st, the store section in force for cfg (its URL possibly from the
 // --store flag): the URL, the fail policy, and the password and TLS files,
 // which it reads. Problems are a *config.Error located in the file and line
 // that set the field; a bad URL that did not come from the file is reported
 // against --store. serve and validate both call it, so that validate
 // refuses exactly what serve would.
-func CheckStore(cfg *config.Config, st config.Store) error {
+func Check(cfg *config.Config, st config.Store) error {
 	_, problems := readStore(st)
 	var list []config.Problem
 	if st.Lease == nil {
@@ -276,13 +165,37 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 	return rc, problems
 }
 
+// RedisClient returns the client options of another client of the store's
+// Redis (the overrides): its URL's, with the password of password_file and
+// the TLS of the tls section; redis is false for the memory store. Check
+// reports its errors with their fields.
+func RedisClient(cfg config.Store) (opt rueidis.ClientOption, redis bool, err error) {
+	rc, problems := readStore(cfg)
+	if len(problems) > 0 {
+		return opt, false, problems[0]
+	}
+	if rc == nil {
+		return opt, false, nil
+	}
+	if opt, err = rueidis.ParseURL(cfg.URL); err != nil {
+		return opt, false, err
+	}
+	if rc.password != "" {
+		opt.Password = rc.password
+	}
+	if rc.tls != nil {
+		opt.TLSConfig = rc.tls
+	}
+	return opt, true, nil
+}
+
 // checkRedisURL reports, as field's problem, a Redis URL that rueidis or
 // redisstore would refuse.
 func checkRedisURL(bad func(field, format string, args ...any), field, raw string) {
 	if _, err := rueidis.ParseURL(raw); err != nil {
-		bad(field, "%v", redact(err, raw))
+		bad(field, "%v", Redact(err, raw))
 	} else if _, err := redisstore.ShardURLs(raw); err != nil {
-		bad(field, "%v", redact(err, raw))
+		bad(field, "%v", Redact(err, raw))
 	}
 }
 
@@ -324,44 +237,21 @@ func tlsConfig(c *config.TLS) (tc *tls.Config, field string, err error) {
 	return tc, "", nil
 }
 
-// RedactURL returns raw with its password hidden, for logs and errors.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	q := u.Query()
-	if shards := q["shard"]; len(shards) > 0 { // a sharded store: each may hold a password
-		for i, s := range shards {
-			shards[i] = RedactURL(s)
-		}
-		u.RawQuery = q.Encode()
-		raw = u.String()
-	}
-	if u.User == nil {
-		return raw
-	}
-	return u.Redacted()
-}
-
-// redact removes the passwords of the URL (and of its shards) from err's
-// text, in case a library quoted the URL.
-func redact(err error, raw string) error {
-	u, perr := url.Parse(raw)
-	if perr != nil {
-		return err
-	}
-	msg := err.Error()
-	for _, s := range u.Query()["shard"] {
-		msg = redact(errors.New(msg), s).Error()
-	}
-	if u.User != nil {
-		if pass, ok := u.User.Password(); ok && pass != "" {
-			msg = strings.ReplaceAll(msg, pass, "xxxxx")
+// policyLeasesUnused reports the policies with a lease section while the
+// store has none: leases need the lease layer that store.lease turns on.
+func policyLeasesUnused(cfg *config.Config) []config.Problem {
+	var list []config.Problem
+	for _, p := range cfg.Policies {
+		if p.Lease != nil && !p.Lease.Off {
+			list = append(list, config.Problem{File: p.File, Line: p.Line, Field: "lease",
+				Message: "policy " + p.Name + " has a lease section, but the store has none: set store.lease (off leases only the policies that ask) with a redis:// url"})
 		}
 	}
-	if msg == err.Error() {
-		return err
-	}
-	return errors.New(msg)
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].File != list[j].File {
+			return list[i].File < list[j].File
+		}
+		return list[i].Line < list[j].Line
+	})
+	return list
 }

@@ -1,4 +1,4 @@
-package service
+package observe
 
 import (
 	"context"
@@ -39,21 +39,22 @@ func storeCause(err error) string {
 	return CauseError
 }
 
-// storeFailed counts and logs (rate-limited) one failed store call.
-func (s *Service) storeFailed(err error, mode string) {
+// StoreFailed counts and logs (at most one line a second) one failed store
+// call; mode is the fail policy that answered in its stead ("none").
+func (o *Observer) StoreFailed(err error, mode string) {
 	cause := storeCause(err)
-	s.metrics.storeErrors.WithLabelValues(cause).Inc()
-	s.errLog.log(s.log, time.Now(), err, cause, mode)
+	o.storeErrors.WithLabelValues(cause).Inc()
+	o.errLog.log(o.log, time.Now(), err, cause, mode)
 }
 
 // watchFailover exports the fail-over Store's state — its circuit breaker,
 // the timeout in force — and counts, times and logs every failed call to
 // the primary.
-func (s *Service) watchFailover(fs *failover.Store) {
-	m := s.metrics
-	m.degraded.WithLabelValues(fs.Mode().String())
+func (o *Observer) watchFailover(fs *failover.Store) {
+
+	o.degraded.WithLabelValues(fs.Mode().String())
 	for _, st := range []failover.BreakerState{failover.BreakerClosed, failover.BreakerOpen, failover.BreakerHalfOpen} {
-		m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		o.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "sluice_store_breaker_state",
 			Help:        "1 for the store circuit breaker's current state (closed: calls go to Redis; open: the fail policy decides without trying; half_open: a few calls probe Redis).",
 			ConstLabels: prometheus.Labels{"state": st.String()},
@@ -64,16 +65,16 @@ func (s *Service) watchFailover(fs *failover.Store) {
 			return 0
 		}))
 	}
-	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	o.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "sluice_store_timeout_seconds",
 		Help: "The timeout the next call to Redis gets: store.timeout when set, else the adaptive timeout following Redis' latency.",
 	}, func() float64 { return fs.Timeout().Seconds() }))
-	m.registry.MustRegister(m.storeCalls)
+	o.registry.MustRegister(o.storeCalls)
 	mode := fs.Mode().String()
 	fs.Observe(func(c failover.Call) {
-		m.storeCalls.Observe(c.Latency.Seconds())
+		o.storeCalls.Observe(c.Latency.Seconds())
 		if c.Err != nil {
-			s.storeFailed(c.Err, mode)
+			o.StoreFailed(c.Err, mode)
 		}
 	})
 }
