@@ -59,7 +59,7 @@ func ForwardAuth(cfg *config.Config, store sluice.Store, opts ...Option) (http.H
 	if err != nil {
 		return nil, err
 	}
-	nginx, err := newRouter(cfg, store, http.HandlerFunc(allow), []httplimit.Option{httplimit.OnDeny(denyNginx)}, o)
+	nginx, err := newRouter(cfg, store, http.HandlerFunc(allow), []httplimit.Option{httplimit.WithDenyHandler(denyNginx)}, o)
 	if err != nil {
 		return nil, err
 	}

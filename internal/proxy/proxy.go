@@ -32,7 +32,7 @@ func Logger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 func Transport(rt http.RoundTripper) Option { return func(o *options) { o.transport = rt } }
 
 // LimitOptions adds options to every route's httplimit.Middleware, such as
-// httplimit.LegacyHeaders() or httplimit.MaxDelay. Do not pass Limit or
+// httplimit.WithLegacyHeaders() or httplimit.WithMaxDelay. Do not pass Limit or
 // TrustedProxies: they come from the configuration.
 func LimitOptions(opts ...httplimit.Option) Option {
 	return func(o *options) { o.limitOpts = append(o.limitOpts, opts...) }
@@ -115,13 +115,13 @@ func newRoute(cfg *config.Config, rc *config.Route, store sluice.Store,
 	if len(rc.Limits) == 0 {
 		return rt, nil // unlimited by design: see config.Route.Limits
 	}
-	mwOpts := []httplimit.Option{httplimit.Logger(o.logger)}
+	mwOpts := []httplimit.Option{httplimit.WithLogger(o.logger)}
 	if len(cfg.Proxy.TrustedProxies) > 0 {
 		cidrs := make([]string, len(cfg.Proxy.TrustedProxies))
 		for i, p := range cfg.Proxy.TrustedProxies {
 			cidrs[i] = p.String()
 		}
-		mwOpts = append(mwOpts, httplimit.TrustedProxies(cidrs...))
+		mwOpts = append(mwOpts, httplimit.WithTrustedProxies(cidrs...))
 	}
 	for _, lc := range rc.Limits {
 		pol := cfg.Policy(lc.Policy)
@@ -142,17 +142,17 @@ func newRoute(cfg *config.Config, rc *config.Route, store sluice.Store,
 			if err != nil {
 				return route{}, fmt.Errorf("policy %q: fallback: %w", lc.Policy, err)
 			}
-			lopts = append(lopts, httplimit.FallbackKey(fb))
+			lopts = append(lopts, httplimit.WithFallbackKey(fb))
 		}
 		if pol.Shadow {
-			lopts = append(lopts, httplimit.Shadow())
+			lopts = append(lopts, httplimit.WithShadow())
 		}
 		if header := lc.PlanHeaderOf(pol); header != "" {
 			pick, err := planPicker(limiters, store, pol, header)
 			if err != nil {
 				return route{}, err
 			}
-			lopts = append(lopts, httplimit.Plan(pick))
+			lopts = append(lopts, httplimit.WithPlan(pick))
 		}
 		mwOpts = append(mwOpts, httplimit.Limit(lim, key, lopts...))
 	}
