@@ -64,7 +64,7 @@ func openRedis(t *testing.T, url string, opts ...redisstore.Option) *redisstore.
 	if err != nil {
 		t.Fatalf("redisstore.Open(%s): %v", url, err)
 	}
-	t.Cleanup(rs.Close)
+	t.Cleanup(func() { _ = rs.Close() })
 	return rs
 }
 

@@ -92,7 +92,9 @@ func TestRenewalBound(t *testing.T) {
 				t.Error("no renewal")
 			}
 			for _, n := range c.nodes {
-				n.Close(context.Background())
+				if err := n.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
 				if held := n.Stats().Held; held != 0 {
 					t.Errorf("a closed node holds %d units", held)
 				}

@@ -31,7 +31,7 @@ func openForFuzz(f *testing.F) *Store {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(s.Close)
+	f.Cleanup(func() { _ = s.Close() })
 	return s
 }
 

@@ -4,11 +4,17 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/memory"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // root is the repository, found from this package's directory.
@@ -95,3 +101,53 @@ func TestOptionsAreWith(t *testing.T) {
 		t.Fatalf("found only %d option functions: is the walk looking at the library?", checked)
 	}
 }
+
+// TestCloseIsCloser: an exported Close of the library is Close() error, as
+// io.Closer, the one shape; a close that needs a context is Shutdown(ctx),
+// as net/http's Server has it.
+func TestCloseIsCloser(t *testing.T) {
+	checked := 0
+	publicFiles(t, func(pkg string, file *ast.File) {
+		for _, d := range file.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Name.Name != "Close" || !exportedReceiver(fn) {
+				continue
+			}
+			checked++
+			res := fn.Type.Results
+			isErr := res != nil && len(res.List) == 1 && len(res.List[0].Names) <= 1
+			if isErr {
+				id, _ := res.List[0].Type.(*ast.Ident)
+				isErr = id != nil && id.Name == "error"
+			}
+			if fn.Type.Params.NumFields() != 0 || !isErr {
+				t.Errorf("a Close in %s is not Close() error", pkg)
+			}
+		}
+	})
+	if checked == 0 {
+		t.Fatal("found no Close: is the walk looking at the library?")
+	}
+}
+
+// exportedReceiver reports whether fn is a method of an exported type.
+func exportedReceiver(fn *ast.FuncDecl) bool {
+	if fn.Recv == nil || len(fn.Recv.List) != 1 {
+		return false
+	}
+	t := fn.Recv.List[0].Type
+	if star, ok := t.(*ast.StarExpr); ok {
+		t = star.X
+	}
+	id, ok := t.(*ast.Ident)
+	return ok && id.IsExported()
+}
+
+// Every store of the library closes the same way, so a program closes
+// whichever it opened without knowing which.
+var (
+	_ io.Closer = (*memory.Store)(nil)
+	_ io.Closer = (*redisstore.Store)(nil)
+	_ io.Closer = (*failover.Store)(nil)
+	_ io.Closer = (*lease.Store)(nil)
+)

@@ -83,7 +83,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		}))
 	stopModeLog := startModeLog(rs, log)
 	if cfg.Lease == nil {
-		return fs, func() { stopModeLog(); rs.Close() }, nil
+		return fs, func() { stopModeLog(); _ = rs.Close() }, nil
 	}
 	// Leases sit outside the fail policy, which then times and counts only
 	// the calls that reach Redis: a node spends its lease while Redis is
@@ -93,7 +93,13 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		opts = append(opts, lease.WithOff())
 	}
 	ls := lease.New(fs, opts...)
-	return ls, func() { stopModeLog(); ls.Close(context.Background()); rs.Close() }, nil
+	return ls, func() {
+		stopModeLog()
+		if err := ls.Close(); err != nil {
+			log.Warn("store close: unused leased units stay consumed until their windows pass", "error", err)
+		}
+		_ = rs.Close()
+	}, nil
 }
 
 // StoreWarnings lists what is valid in st, the store section in force, but
