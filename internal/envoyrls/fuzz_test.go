@@ -137,7 +137,7 @@ func newFuzzEnv(f *testing.F, opts ...Option) *fuzzEnv {
 	if err := os.WriteFile(tree, []byte(fuzzTree), 0o600); err != nil {
 		f.Fatal(err)
 	}
-	cfg, err := config.Load("../examples/envoy-ratelimit.yaml", "../examples/envoy-extended.yaml", tree)
+	cfg, err := config.Load("../../examples/envoy-ratelimit.yaml", "../../examples/envoy-extended.yaml", tree)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -34,7 +34,7 @@ const (
 // docBlock returns the first fenced code block of docs/gateways.md in lang.
 func docBlock(t *testing.T, lang string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "gateways.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "gateways.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

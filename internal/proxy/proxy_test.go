@@ -331,7 +331,7 @@ func TestNewRejects(t *testing.T) {
 // TestExample runs examples/proxy.yaml, which the docs tell newcomers to try.
 func TestExample(t *testing.T) {
 	up := newUpstream(t)
-	cfg, err := config.Load("../examples/proxy.yaml")
+	cfg, err := config.Load("../../examples/proxy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
