@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // renderFile turns on TestRenderDashboard: make dashboard-png sets it to
@@ -174,20 +175,15 @@ scrape_configs:
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	promURL := "http://" + addr
-	deadline := time.Now().Add(startTimeout)
-	for {
+	testwait.UntilSaw(t, "prometheus ready", func() (bool, string) {
 		resp, err := http.Get(promURL + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return promURL
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus did not become ready within %v", startTimeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+	return promURL
 }
 
 type series struct {

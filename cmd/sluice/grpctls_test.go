@@ -9,7 +9,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -150,14 +152,12 @@ func TestServeGRPCOverTLS(t *testing.T) {
 	newCert, newKey := ca.issue(t, 5, "localhost", x509.ExtKeyUsageServerAuth)
 	write(keyFile, newKey)
 	write(certFile, newCert)
-	for deadline := time.Now().Add(30 * time.Second); seen.Int64() != 5; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still serving certificate %v 30s after it was replaced", seen)
-		}
+	testwait.UntilSaw(t, "the replaced certificate served", func() (bool, string) {
 		if err := call(clientTLS(envoyCert, envoyKey, seen)); err != nil {
 			t.Fatalf("after the replacement: %v", err)
 		}
-	}
+		return seen.Int64() == 5, fmt.Sprint("certificate ", seen.Int64())
+	})
 }
 
 // TestGRPCTLSOptionErrors: TLS flags that cannot go together stop serve

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // scrape reads the service's metrics over HTTP, as Prometheus would:
@@ -93,7 +94,7 @@ policies:
 	// A lease renewed in the background may still be on its way to Redis:
 	// wait until every store call the lease layer made has been timed.
 	var m map[string]float64
-	eventually(t, "every lease store call timed", func() bool {
+	testwait.Until(t, "every lease store call timed", func() bool {
 		m = scrape(t, s)
 		return m["sluice_store_call_duration_seconds_count"] == m["sluice_lease_store_calls_total"]
 	})
