@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/testwait"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestServeConfigDirectory: serve --config DIR serves every file of the

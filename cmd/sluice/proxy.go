@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/proxy"
@@ -175,14 +175,14 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 			return nil, err
 		}
 	}
-	cfg, err := configLoader(o.configs, o.storeURL, config.Limits{}, log)()
+	cfg, err := configLoader(o.configs, storeFlags{url: o.storeURL}, config.Limits{}, log)()
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Proxy == nil {
 		return nil, errors.New("no proxy: section in the configuration files; see examples/proxy.yaml")
 	}
-	storeCfg := storeSection(cfg, o.storeURL)
+	storeCfg := storeFlags{url: o.storeURL}.section(cfg)
 	store, closeStore, err := service.OpenStore(storeCfg, log)
 	if err != nil {
 		return nil, err

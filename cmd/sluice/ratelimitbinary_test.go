@@ -125,6 +125,9 @@ func TestRatelimitManifestEnvironment(t *testing.T) {
 			"HOST=127.0.0.1", "PORT=" + n.http, "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + n.grpc,
 			"USE_STATSD=false", "LOG_LEVEL=debug", "LOG_FORMAT=json",
 			"NEAR_LIMIT_RATIO=0.8", "LOCAL_CACHE_SIZE_IN_BYTES=1048576",
+			// Not ratelimit's: two nodes on one host cannot share the
+			// health port's default, :8082.
+			"SLUICE_HEALTH_ADDR=127.0.0.1:" + freePort(t),
 		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -154,15 +154,15 @@ func runXDS(ctx context.Context, c *xdsconfig.Client) {
 
 // loadFiles is loadConfig, except that with no files, which serve allows
 // when xDS provides the domains, it is an empty configuration.
-func loadFiles(paths []string, storeFlag string, lim config.Limits) (*config.Config, error) {
+func loadFiles(paths []string, store storeFlags, lim config.Limits) (*config.Config, error) {
 	if len(paths) > 0 {
-		return loadConfig(paths, storeFlag, lim)
+		return loadConfig(paths, store, lim)
 	}
 	cfg, err := config.ParseDocuments()
 	if err != nil {
 		return nil, err
 	}
-	if err := service.CheckStore(cfg, storeSection(cfg, storeFlag)); err != nil {
+	if err := service.CheckStore(cfg, store.section(cfg)); err != nil {
 		return nil, err
 	}
 	return cfg, nil

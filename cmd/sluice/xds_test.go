@@ -145,10 +145,16 @@ func startXDSServe(t *testing.T, x xdsOptions, storeURL string) (call func(ip st
 // startXDSServer runs serve in-process with x and no files.
 func startXDSServer(t *testing.T, x xdsOptions, storeURL string) (*server, *syncBuffer) {
 	t.Helper()
+	return startWith(t, serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second, xds: x, storeURL: storeURL})
+}
+
+// startWith runs serve in-process with o, logging into the buffer it
+// returns; it is shut down at cleanup.
+func startWith(t *testing.T, o serveOptions) (*server, *syncBuffer) {
+	t.Helper()
 	logs := &syncBuffer{}
 	log, _ := newLogger(logs, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
-	o := serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second, xds: x, storeURL: storeURL}
 	srv, err := startServer(ctx, o, log)
 	if err != nil {
 		cancel()

@@ -62,6 +62,9 @@ type scratch struct {
 	// quotaDenied: the enforced limits admitted the request, but every
 	// quota-mode limit is exhausted.
 	quotaDenied bool
+	// shadow: the domain is in shadow mode (config.Domain.Shadow), so the
+	// request is OK whatever its statuses say.
+	shadow bool
 }
 
 var scratchPool = sync.Pool{New: func() any {
@@ -94,7 +97,7 @@ func putScratch(sc *scratch) {
 	clear(sc.quotas)
 	sc.entries, sc.limits, sc.checks, sc.quotas = sc.entries[:0], sc.limits[:0], sc.checks[:0], sc.quotas[:0]
 	sc.costs, sc.flags, sc.results, sc.best = sc.costs[:0], sc.flags[:0], sc.results[:0], sc.best[:0]
-	sc.blocked, sc.quotaDenied = false, false
+	sc.blocked, sc.quotaDenied, sc.shadow = false, false, false
 	scratchPool.Put(sc)
 }
 

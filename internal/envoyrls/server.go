@@ -155,18 +155,20 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		// As envoyproxy/ratelimit: a request without descriptors is a client bug.
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
-	if n > s.maxDescriptors {
-		return s.withMetadata(refuseAll(n), req), nil
-	}
 	// One configuration for the whole request: a reload in the middle of it
 	// must not match some descriptors against the old tree and some against
 	// the new one.
 	cfg := s.svc.Config()
-	if cfg.Domains[req.GetDomain()] == nil {
+	dom := cfg.Domains[req.GetDomain()]
+	if n > s.maxDescriptors {
+		return s.withMetadata(refuseAll(n, dom != nil && dom.Shadow), req), nil
+	}
+	if dom == nil {
 		s.unknownDomain(ctx, req.GetDomain())
 	}
 	sc := getScratch()
 	defer putScratch(sc)
+	sc.shadow = dom != nil && dom.Shadow
 	s.collect(sc, cfg, req)
 	sc.plan(s.svc)
 	if !sc.blocked && s.quotaGone(ctx, sc) {
@@ -228,11 +230,14 @@ func unknownDomainCounter(reg prometheus.Registerer) prometheus.Counter {
 var refused = &rlsv3.RateLimitResponse_DescriptorStatus{Code: codeOverLimit}
 
 // refuseAll answers a request of n descriptors, too many to decide: denied,
-// since an error would be let through by an Envoy failing open. Every status
-// is the one shared message, so the answer costs 8 bytes per descriptor
-// however many a hostile request holds.
-func refuseAll(n int) *rlsv3.RateLimitResponse {
+// since an error would be let through by an Envoy failing open, unless its
+// domain is in shadow mode. Every status is the one shared message, so the
+// answer costs 8 bytes per descriptor however many a hostile request holds.
+func refuseAll(n int, shadow bool) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{OverallCode: codeOverLimit, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	if shadow {
+		resp.OverallCode = codeOK
+	}
 	for i := range resp.Statuses {
 		resp.Statuses[i] = refused
 	}

@@ -30,8 +30,13 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 	resp := &rlsv3.RateLimitResponse{OverallCode: codeOK}
 	var retry time.Duration
 	if !allowed {
-		resp.OverallCode = codeOverLimit
 		retry = sc.markExhausted()
+		// A domain in shadow mode (SHADOW_MODE) denies nothing, as
+		// envoyproxy/ratelimit: the statuses still say what would have
+		// denied the request, and the headers are those of an OK.
+		if allowed = sc.shadow; !allowed {
+			resp.OverallCode = codeOverLimit
+		}
 	}
 	now := s.clock.Now()
 	resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // ErrResetUnsupported: the store cannot forget a key.
@@ -37,6 +38,11 @@ func (s *Service) Reset(ctx context.Context, p *config.Policy, key string) error
 // decision, which writes, under a limit no probe reaches, on a policy name
 // configurations cannot use.
 var probePolicy = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1 << 30, Period: time.Second}
+
+// probeHourly is the second probe of a store with a Redis for per-second
+// limits (config.Store.PerSecondURL): probePolicy is decided on that one,
+// this one on the other.
+var probeHourly = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1 << 30, Period: time.Hour}
 
 // StoreStatus is what /readyz and /readyz/store report about the store.
 type StoreStatus struct {
@@ -70,6 +76,9 @@ func (s *Service) Ready(ctx context.Context) StoreStatus {
 	var err error
 	if fs := failoverStore(s.store); fs != nil {
 		err = fs.Ready(ctx, &probePolicy, "probe")
+		if rs, ok := fs.Primary().(*redisstore.Store); ok && rs.Routes() > 1 && err == nil {
+			err = fs.Ready(ctx, &probeHourly, "probe")
+		}
 		st.Breaker, st.OnError = fs.State().String(), fs.Mode().String()
 	} else {
 		_, err = s.store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"})

@@ -42,6 +42,7 @@ type Service struct {
 	dynamic  *config.Config
 
 	overrides *overrides.Store // nil: none
+	modes     config.Modes     // applied to every configuration put in force
 }
 
 // snapshot is one configuration with what the hot path derives from it.
@@ -62,6 +63,7 @@ type options struct {
 	version   string
 	tracer    *tracing.Tracer
 	overrides *overrides.Store
+	modes     config.Modes
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -70,13 +72,18 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // WithVersion sets the version reported by sluice_build_info.
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 
+// WithModes applies envoyproxy/ratelimit's global switches (SHADOW_MODE,
+// QUOTA_MODE) to every configuration the Service puts in force: the first,
+// each reload's and each from xDS (see config.Config.WithModes).
+func WithModes(m config.Modes) Option { return func(o *options) { o.modes = m } }
+
 // New returns a Service deciding on store with cfg in force.
 func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	o := options{log: slog.Default(), version: "devel"}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Service{store: store, decider: o.tracer.WrapStore(store), tracer: o.tracer, metrics: newMetrics(o.version), log: o.log, overrides: o.overrides}
+	s := &Service{store: store, decider: o.tracer.WrapStore(store), tracer: o.tracer, metrics: newMetrics(o.version), log: o.log, overrides: o.overrides, modes: o.modes}
 	if o.overrides != nil {
 		s.metrics.registry.MustRegister(o.overrides.Collectors()...)
 	}
@@ -101,7 +108,10 @@ func (s *Service) Registry() *prometheus.Registry { return s.metrics.registry }
 // Logger returns the Service's logger.
 func (s *Service) Logger() *slog.Logger { return s.log }
 
+// install puts cfg in force: every configuration, from New, Reload and
+// ApplyDynamic, is finalised here.
 func (s *Service) install(cfg *config.Config) {
+	cfg = cfg.WithModes(s.modes)
 	snap := &snapshot{cfg: cfg}
 	if ls := leaseStore(s.store); ls != nil {
 		ls.SetPolicies(leaseSettings(cfg))

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -44,14 +45,14 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		return nil, nil, problems[0]
 	}
 	if rc == nil {
-		return memory.New(memoryOptions(cfg)...), func() {}, nil
+		return memory.New(memoryOptions(cfg, log.With("store", "memory"))...), func() {}, nil
 	}
 	for _, w := range StoreWarnings(cfg) {
 		log.Warn("store", "warning", w)
 	}
-	rs, err := redisstore.Open(cfg.URL, rc.opts...)
+	rs, err := openRedis(cfg, rc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("store %s: %w", RedactURL(cfg.URL), redact(err, cfg.URL))
+		return nil, nil, err
 	}
 	mode := rc.mode
 	fs := failover.New(rs,
@@ -69,7 +70,7 @@ func OpenStore(cfg config.Store, log *slog.Logger) (store sluice.Store, close fu
 		// A breaker per shard of a sharded store, per master of a Cluster:
 		// one node down sends only its own keys to the fail policy.
 		failover.WithBreakerPerNode(func(r sluice.Request) string { return rs.NodeOf(r.Policy, r.Key) }),
-		failover.WithLocal(memory.New(memoryOptions(cfg)...)),
+		failover.WithLocal(memory.New(memoryOptions(cfg, log.With("store", "local"))...)),
 		failover.WithNodeStateChange(func(node string, from, to failover.BreakerState) {
 			level := slog.LevelWarn
 			if to == failover.BreakerClosed {
@@ -125,6 +126,37 @@ func StoreWarnings(st config.Store) []string {
 		"or choose on_error: closed or open"}
 }
 
+// openRedis opens the Redis store cfg names: with a PerSecondURL, routed
+// by PerSecond over the two (redisstore.OpenRouted), so that a request
+// spanning both is still decided all or nothing (as across shards).
+func openRedis(cfg config.Store, rc *redisSettings) (*redisstore.Store, error) {
+	if cfg.PerSecondURL == "" {
+		rs, err := redisstore.Open(cfg.URL, rc.opts...)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", RedactURL(cfg.URL), redact(err, cfg.URL))
+		}
+		return rs, nil
+	}
+	rs, err := redisstore.OpenRouted([]string{cfg.URL, cfg.PerSecondURL}, PerSecond, rc.opts...)
+	if err != nil {
+		return nil, fmt.Errorf("store %s, per second %s: %w", RedactURL(cfg.URL), RedactURL(cfg.PerSecondURL),
+			redact(redact(err, cfg.URL), cfg.PerSecondURL))
+	}
+	return rs, nil
+}
+
+// PerSecond is the route of a store with a PerSecondURL: 1 (that Redis)
+// for a limit of a period under a minute, as envoyproxy/ratelimit sends its
+// limits of unit SECOND to REDIS_PERSECOND_URL, else 0 (the store's URL).
+// The period is that of the limit a request is decided under, an override's
+// or a plan's included.
+func PerSecond(p *sluice.Policy) int {
+	if p.Period < time.Minute {
+		return 1
+	}
+	return 0
+}
+
 // CheckStore reports, without connecting, everything OpenStore would refuse
 // in st, the store section in force for cfg (its URL possibly from the
 // --store flag): the URL, the fail policy, and the password and TLS files,
@@ -144,6 +176,10 @@ func CheckStore(cfg *config.Config, st config.Store) error {
 	for _, p := range problems {
 		if p.field == "store.url" && st.URL != cfg.Store.URL {
 			list = append(list, config.Problem{File: "--store", Message: p.msg})
+			continue
+		}
+		if p.field == "store.per_second_url" && st.PerSecondURL != cfg.Store.PerSecondURL {
+			list = append(list, config.Problem{File: "--store-per-second", Message: p.msg})
 			continue
 		}
 		list = append(list, cfg.StoreProblem(p.field, p.msg))
@@ -178,16 +214,27 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 		if cfg.Lease != nil {
 			bad("store.lease", "leases share a Redis store between nodes; with the memory store every decision is local already: remove store.lease or set a redis:// url")
 		}
+		if cfg.PerSecondURL != "" {
+			bad("store.per_second_url", "a second Redis for the per-second limits needs a Redis store: set store.url (or --store) to redis://…")
+		}
 		return nil, problems
 	case "redis", "rediss", "unix":
 	default:
 		bad("store.url", "unknown scheme %q (want memory, redis, rediss or unix)", scheme)
 		return nil, problems
 	}
-	if _, err := rueidis.ParseURL(cfg.URL); err != nil {
-		bad("store.url", "%v", redact(err, cfg.URL))
-	} else if _, err := redisstore.ShardURLs(cfg.URL); err != nil {
-		bad("store.url", "%v", redact(err, cfg.URL))
+	checkRedisURL(bad, "store.url", cfg.URL)
+	if cfg.PerSecondURL != "" {
+		psScheme, _, _ := strings.Cut(cfg.PerSecondURL, "://")
+		switch strings.ToLower(psScheme) {
+		case "redis", "rediss", "unix":
+			checkRedisURL(bad, "store.per_second_url", cfg.PerSecondURL)
+		default:
+			bad("store.per_second_url", "unknown scheme %q (want redis, rediss or unix)", psScheme)
+		}
+		if cfg.TLS != nil && !strings.EqualFold(psScheme, "rediss") {
+			bad("store.per_second_url", "store.tls applies to both Redis servers, so this one must be rediss:// too, not %s://", strings.ToLower(psScheme))
+		}
 	}
 	rc := &redisSettings{mode: failover.FailLocal}
 	if cfg.OnError != "" {
@@ -235,10 +282,21 @@ func readStore(cfg config.Store) (*redisSettings, []*storeProblem) {
 	return rc, problems
 }
 
-// memoryOptions bounds the memory store (or the local fallback) as configured;
-// unset bounds keep memory's defaults.
-func memoryOptions(cfg config.Store) []memory.Option {
-	var opts []memory.Option
+// checkRedisURL reports, as field's problem, a Redis URL that rueidis or
+// redisstore would refuse.
+func checkRedisURL(bad func(field, format string, args ...any), field, raw string) {
+	if _, err := rueidis.ParseURL(raw); err != nil {
+		bad(field, "%v", redact(err, raw))
+	} else if _, err := redisstore.ShardURLs(raw); err != nil {
+		bad(field, "%v", redact(err, raw))
+	}
+}
+
+// memoryOptions bounds the memory store (or the local fallback) as configured
+// (unset bounds keep memory's defaults) and has it log on log while it is
+// full.
+func memoryOptions(cfg config.Store, log *slog.Logger) []memory.Option {
+	opts := []memory.Option{memory.WithLogger(log)}
 	if cfg.MaxKeys > 0 {
 		opts = append(opts, memory.WithMaxKeys(cfg.MaxKeys))
 	}

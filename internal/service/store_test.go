@@ -75,6 +75,11 @@ func TestOpenStoreErrors(t *testing.T) {
 		{"shard given twice", config.Store{URL: "redis://:" + pass + "@127.0.0.1:6379?shard=redis://:" + pass + "@127.0.0.1:6379"}, "given twice"},
 		{"bad shard URL", config.Store{URL: "redis://127.0.0.1:6379?shard=redis://:" + pass + "@127.0.0.1:6379/a/b"}, "shard 2"},
 		{"bad client pair", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CertFile: notPEM, KeyFile: notPEM}}, "store.tls.cert_file: cannot load it with key_file"},
+		{"per second without Redis", config.Store{URL: "memory://", PerSecondURL: "redis://127.0.0.1:6380"}, "store.per_second_url: a second Redis"},
+		{"per second scheme", config.Store{URL: "redis://127.0.0.1:6379", PerSecondURL: "memory://"}, `store.per_second_url: unknown scheme "memory"`},
+		{"per second URL", config.Store{URL: "redis://127.0.0.1:6379", PerSecondURL: "redis://:" + pass + "@127.0.0.1:6380/a/b"}, "store.per_second_url: redis: invalid URL path"},
+		{"per second without TLS", config.Store{URL: "rediss://127.0.0.1:6379", PerSecondURL: "redis://127.0.0.1:6380", TLS: &config.TLS{}}, "must be rediss:// too"},
+		{"per second on the same server", config.Store{URL: "redis://127.0.0.1:6379", PerSecondURL: "redis://:" + pass + "@127.0.0.1:6379"}, "both 127.0.0.1:6379"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, closeStore, err := OpenStore(tc.cfg, nil)

@@ -2,8 +2,10 @@ package service
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -152,7 +154,9 @@ func TestMemoryMetrics(t *testing.T) {
 	if m[`sluice_memory_bytes{store="memory"}`] <= 0 {
 		t.Errorf("memory bytes %v, want some", m[`sluice_memory_bytes{store="memory"}`])
 	}
-	for _, name := range []string{`sluice_memory_evictions_total{store="memory"}`, `sluice_memory_refused_total{store="memory"}`} {
+	for _, name := range []string{`sluice_memory_evictions_total{store="memory"}`, `sluice_memory_refused_total{store="memory"}`,
+		`sluice_memory_compact_keys{store="memory"}`, `sluice_memory_spilled_total{store="memory"}`,
+		`sluice_memory_demoted_total{store="memory"}`, `sluice_memory_folded_total{store="memory"}`} {
 		if v, ok := m[name]; !ok || v != 0 {
 			t.Errorf("%s = %v (present %v), want 0", name, v, ok)
 		}
@@ -161,6 +165,38 @@ func TestMemoryMetrics(t *testing.T) {
 		if strings.HasPrefix(name, "sluice_lease_") {
 			t.Errorf("%s on the memory store", name)
 		}
+	}
+}
+
+// TestMemoryStoreUnderPressure: a flood of new keys that may not be forgotten
+// fills the memory store's exact part; the keys after it are admitted and kept
+// in its compact part, which /metrics shows (sluice_memory_spilled_total is
+// what the SluiceMemoryStoreFull alert watches), and the store logs it once,
+// naming itself, not once per key.
+func TestMemoryStoreUnderPressure(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte("store: {max_keys: 1024}\npolicies:\n  - {name: login, algorithm: sliding_log, limit: 5, period: 15m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	st, closeStore, err := OpenStore(cfg.Store, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore()
+	s := New(st, cfg)
+	decideN(t, s, cfg.Policies["login"], 5000, 5000) // each admitted: 1 of 5 used, never safe to forget
+	m := scrape(t, s)
+	spilled, compact := m[`sluice_memory_spilled_total{store="memory"}`], m[`sluice_memory_compact_keys{store="memory"}`]
+	if keys := m[`sluice_memory_keys{store="memory"}`]; keys > 1024 || spilled < 5000-1024 || compact < spilled {
+		t.Errorf("%v exact keys, %v spilled, %v compact: want at most 1024 exact, the rest spilled and held", keys, spilled, compact)
+	}
+	if m[`sluice_memory_compact_slots{store="memory"}`] < 10*1024 || m[`sluice_memory_refused_total{store="memory"}`] != 0 {
+		t.Errorf("compact slots %v, refused %v: want room for ten times the keys, none refused",
+			m[`sluice_memory_compact_slots{store="memory"}`], m[`sluice_memory_refused_total{store="memory"}`])
+	}
+	if n := strings.Count(logs.String(), "msg=\"memory store full"); n != 1 || !strings.Contains(logs.String(), "store=memory") {
+		t.Errorf("want one pressure warning naming the store, got %d:\n%s", n, &logs)
 	}
 }
 
