@@ -40,7 +40,12 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // AllowN asks to admit n units for key. n = 0 is a peek: it reports the state
 // and consumes nothing. Errors wrap ErrInvalidKey, ErrInvalidCost,
 // ErrExceedsCapacity or the store's own failure; a denial is not an error.
+// A Limiter not built by New (its zero value, or nil) has no policy to
+// enforce: every call is an error wrapping ErrInvalidPolicy.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
+	if l == nil || l.store == nil {
+		return Result{}, errNotBuilt
+	}
 	req := Request{Policy: &l.policy, Key: key, Cost: n}
 	if err := CheckRequest(req); err != nil {
 		return Result{}, err
@@ -79,7 +84,9 @@ func (c Check) cost() (int64, error) {
 // consumed anywhere; every result has Allowed false and the same RetryAfter, the
 // largest among the denying limits, after which the whole set is admitted.
 // results[i] belongs to checks[i]. All limiters must share one store, and a
-// (policy, key) pair may appear only once.
+// (policy, key) pair may appear only once. A check without a Limiter, or with
+// one not built by New, is an error naming its index (wrapping
+// ErrInvalidPolicy), and nothing is decided.
 func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
 	if len(checks) == 0 {
 		return nil, nil
@@ -98,6 +105,14 @@ func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
 // requests checks the checks of one AllowAll (slots false) or AcquireAll
 // (slots true: concurrency checks allowed) and returns their requests.
 func requests(checks []Check, slots bool) ([]Request, error) {
+	for i, c := range checks {
+		switch {
+		case c.Limiter == nil:
+			return nil, fmt.Errorf("check %d: %w: the Limiter is nil", i, ErrInvalidPolicy)
+		case c.Limiter.store == nil:
+			return nil, fmt.Errorf("check %d: %w", i, errNotBuilt)
+		}
+	}
 	store := checks[0].Limiter.store
 	reqs := make([]Request, len(checks))
 	for i, c := range checks {

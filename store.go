@@ -12,9 +12,13 @@ type Request struct {
 // Store holds the per-key state and applies the algorithm math atomically.
 //
 // Stores receive requests through a Limiter, which has validated the policy, the
-// key and the cost (see CheckRequest); a store may assume them valid. Every store
-// must pass the conformance suite in package storetest, which asserts the
-// semantics documented on Result.
+// key and the cost (see CheckRequest); a store may assume them valid. A store
+// must still never decide a policy by an algorithm it does not name: given one
+// of an unknown algorithm (only code that skipped Policy.Validate can), the
+// stores of this module panic saying so before they change or send anything,
+// as Decide does, rather than admit under a limit nobody set. Every store must
+// pass the conformance suite in package storetest, which asserts the semantics
+// documented on Result.
 type Store interface {
 	// Decide applies one request and returns its Result.
 	Decide(ctx context.Context, req Request) (Result, error)

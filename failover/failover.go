@@ -156,6 +156,11 @@ func New(primary sluice.Store, opts ...Option) *Store {
 	return s
 }
 
+// Close returns nil. The Store holds no connection or goroutine, and it
+// closes neither its primary nor its local store: whoever opened them closes
+// them, after this Store (a lease.Store around it first).
+func (s *Store) Close() error { return nil }
+
 // Local returns the store FailLocal decides on (set by WithLocal under any
 // mode, but used only under FailLocal).
 func (s *Store) Local() sluice.Store { return s.local }

@@ -61,7 +61,7 @@ func denial(violated []Quota, retry time.Duration) error {
 	return st.Err()
 }
 
-// defaultError is the default OnError.
+// defaultError is the default WithErrorHandler.
 func (in *Interceptor) defaultError(ctx context.Context, method string, err error) error {
 	if errors.Is(err, sluice.ErrExceedsCapacity) {
 		in.cfg.Logger.InfoContext(ctx, "grpclimit: call cost exceeds a limit's capacity", "method", method, "err", err)

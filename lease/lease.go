@@ -11,7 +11,8 @@ import (
 )
 
 // Store is a sluice.Store deciding locally from leased quota. It is safe for
-// concurrent use. Create it with New; call Close to give back unused quota.
+// concurrent use. Create it with New; call Close (or Shutdown) to give back
+// unused quota.
 type Store struct {
 	remote     sluice.Store
 	reserver   sluice.Reserver // nil: the remote cannot reserve, every request goes to it
@@ -209,12 +210,12 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 
 // giveBack returns what a lease did not use to the store. A failed release
 // leaves the units consumed until the state expires: under-admission only.
-func (s *Store) giveBack(ctx context.Context, g giveBack) {
+func (s *Store) giveBack(ctx context.Context, g giveBack) error {
 	if g.unused <= 0 {
-		return
+		return nil
 	}
 	s.storeCalls.Add(1)
-	_ = s.reserver.Release(ctx, sluice.Request{Policy: &g.policy, Key: g.key, Cost: g.unused}, g.res, g.unused)
+	return s.reserver.Release(ctx, sluice.Request{Policy: &g.policy, Key: g.key, Cost: g.unused}, g.res, g.unused)
 }
 
 // DecideAll implements sluice.Store. A single request is decided as Decide

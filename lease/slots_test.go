@@ -1,7 +1,6 @@
 package lease_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ func TestSlots(t *testing.T) {
 	storetest.RunSlots(t, func(t *testing.T, clock sluice.Clock) storetest.Harness {
 		m := newMemory(clock)
 		s := lease.New(m, lease.WithClock(clock))
-		t.Cleanup(func() { s.Close(context.Background()) })
+		t.Cleanup(func() { _ = s.Close() })
 		return storetest.Harness{Store: s, TTL: m.TTL}
 	})
 	p := sluice.Policy{Name: "c", Algorithm: sluice.Concurrency, Limit: 3, Period: time.Second}

@@ -155,6 +155,11 @@ func (s *Store) now() int64 {
 	return s.anchorMicros + int64(time.Since(s.anchor)/time.Microsecond)
 }
 
+// Close returns nil: the store holds no connection or goroutine to release.
+// It is there so that every store of this module is an io.Closer, closed the
+// same way. A closed memory store still decides.
+func (s *Store) Close() error { return nil }
+
 // Decide implements sluice.Store.
 func (s *Store) Decide(_ context.Context, req sluice.Request) (res sluice.Result, err error) {
 	// apply writes into the named result itself: a local Result returned

@@ -24,7 +24,7 @@ func testInFlightNodes(t *testing.T, url string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
 	p := sluice.Policy{Name: "inflight", Algorithm: sluice.Concurrency, Limit: 5, Period: time.Second}

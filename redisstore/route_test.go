@@ -36,7 +36,7 @@ func TestRouted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
 	t.Run("Conformance", func(t *testing.T) { rstest.Conformance(t, tg) })

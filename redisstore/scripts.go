@@ -238,9 +238,10 @@ func scriptFor(a sluice.Algorithm) *Script {
 		return scriptTokenBucket
 	case sluice.LeakyBucket:
 		return scriptLeakyBucket
-	default:
+	case sluice.GCRA:
 		return scriptGCRA
 	}
+	panic(unknownAlgorithm(a))
 }
 
 // Reply layout of the single-request script (main.lua).

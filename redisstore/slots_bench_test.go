@@ -34,7 +34,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(st.Close)
+			b.Cleanup(func() { _ = st.Close() })
 			client := newClient(b, srv.URL())
 			limit := int64(benchRate)
 			if tc.alg == sluice.Concurrency {

@@ -163,11 +163,13 @@ func NewWithRunner(r Runner, opts ...Option) *Store {
 }
 
 // Close closes the client if Open created it; a Store from New or
-// NewWithRunner leaves its client to the caller.
-func (s *Store) Close() {
+// NewWithRunner leaves its client to the caller. It returns nil: closing a
+// client reports nothing.
+func (s *Store) Close() error {
 	if s.close != nil {
 		s.close()
 	}
+	return nil
 }
 
 // Decide implements sluice.Store: one FCALL (or EVALSHA) of its algorithm's

@@ -54,6 +54,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, open) })
 	t.Run("Capacity", func(t *testing.T) { testCapacity(t, open) })
 	t.Run("InputErrors", func(t *testing.T) { testInputErrors(t, open) })
+	t.Run("UnknownAlgorithm", func(t *testing.T) { testUnknownAlgorithm(t, open) })
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, open) })

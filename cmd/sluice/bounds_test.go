@@ -12,6 +12,7 @@ import (
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/internal/xdstest"
 )
 
@@ -75,7 +76,7 @@ func TestBoundsFlagsOnXDS(t *testing.T) {
 	t.Cleanup(func() { cancel(); srv.wait() })
 
 	var nack *discovery.DiscoveryRequest
-	xdstest.WaitFor(t, "the NACK of v1", func() bool {
+	testwait.Until(t, "the NACK of v1", func() bool {
 		nack = cp.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetErrorDetail() != nil })
 		return nack != nil
 	})
@@ -83,5 +84,5 @@ func TestBoundsFlagsOnXDS(t *testing.T) {
 		t.Errorf("NACK reason %q", msg)
 	}
 	cp.Set("v2", version(3))
-	xdstest.WaitFor(t, "v2, within the bound, applied", func() bool { return srv.svc.Config().Policy("edge.user_u2") != nil })
+	testwait.Until(t, "v2, within the bound, applied", func() bool { return srv.svc.Config().Policy("edge.user_u2") != nil })
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // envLookup is an environment held in a map.
@@ -148,19 +149,15 @@ func TestServeFromEnvironmentOnly(t *testing.T) {
 	var stderr syncBuffer
 	done := make(chan int)
 	go func() { done <- run(ctx, []string{"serve"}, io.Discard, &stderr) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), `"msg":"sluice serving"`) {
+	t.Cleanup(cancel)
+	testwait.UntilSaw(t, "serve started", func() (bool, string) {
 		select {
 		case code := <-done:
-			cancel()
 			t.Fatalf("serve exited %d: %s", code, stderr.String())
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("serve did not start: %s", stderr.String())
-		}
-	}
+		return strings.Contains(stderr.String(), `"msg":"sluice serving"`), stderr.String()
+	})
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("serve exited %d", code)

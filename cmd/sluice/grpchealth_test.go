@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestGRPCHealthFollowsStore: with --healthcheck-store (ratelimit's
@@ -24,16 +26,11 @@ func TestGRPCHealthFollowsStore(t *testing.T) {
 	base := "http://" + srv.httpAddr.String()
 	await := func(what string, serving bool, healthcheck int) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		testwait.UntilSaw(t, fmt.Sprintf("%s: gRPC serving %v and /healthcheck %d", what, serving, healthcheck), func() (bool, string) {
 			code, _ := get(t, base+"/healthcheck")
-			if grpcServing(t, srv) == serving && code == healthcheck {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: gRPC serving %v, /healthcheck %d after 30s; want %v and %d\n%s",
-					what, grpcServing(t, srv), code, serving, healthcheck, logs)
-			}
-		}
+			got := grpcServing(t, srv)
+			return got == serving && code == healthcheck, fmt.Sprintf("gRPC serving %v, /healthcheck %d\n%s", got, code, logs)
+		})
 	}
 	await("Redis up", true, 200)
 	redis.Kill()

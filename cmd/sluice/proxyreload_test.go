@@ -6,9 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // proxyOn is a proxy configuration on redisURL limiting every request to
@@ -47,7 +47,7 @@ func TestProxyReloadsAndTakesOverrides(t *testing.T) {
 	if code, out, errOut := serve.overrideCLI(t, "set", "api", "--prefix", "vip", "--limit", "5"); code != 0 {
 		t.Fatalf("override set: %d %s %s", code, out, errOut)
 	}
-	eventually(t, 10*time.Second, "the proxy enforcing serve's override", func() (bool, string) {
+	testwait.UntilSaw(t, "the proxy enforcing serve's override", func() (bool, string) {
 		probe++
 		code, policy := proxiedAs(t, p, fmt.Sprint("vip-probe", probe))
 		return code == http.StatusOK && policy == `"api";q=5;w=3600`, fmt.Sprint(code, " ", policy)
@@ -62,9 +62,9 @@ func TestProxyReloadsAndTakesOverrides(t *testing.T) {
 	}
 
 	writeFile(t, p.config, proxyOn(redis.URL(), 3))
-	eventually(t, 10*time.Second, "the edited limit in force", limitIs(`"api";q=3;w=3600`))
+	testwait.UntilSaw(t, "the edited limit in force", limitIs(`"api";q=3;w=3600`))
 	writeFile(t, p.config, "policies:\n  - {name: api, algorithm: fixed_window, limit: 7, period: 1h}\n")
-	eventually(t, 10*time.Second, "the reload without a proxy: section refused", func() (bool, string) {
+	testwait.UntilSaw(t, "the reload without a proxy: section refused", func() (bool, string) {
 		return strings.Contains(p.logs.String(), "no proxy: section"), p.logs.String()
 	})
 	if ok, saw := limitIs(`"api";q=3;w=3600`)(); !ok {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // proxied is a `sluice proxy` started in-process with a health port, in
@@ -107,7 +108,7 @@ func TestProxyHealthAndDrain(t *testing.T) {
 	}
 
 	p.stop()
-	eventually(t, waitLimit, "/readyz draining", func() (bool, string) {
+	testwait.UntilSaw(t, "/readyz draining", func() (bool, string) {
 		code, r, body := p.ready(t)
 		return code == 503 && r.Status == "draining", body
 	})
@@ -134,13 +135,12 @@ func TestProxyHealthAndDrain(t *testing.T) {
 func TestProxyReadyFollowsStore(t *testing.T) {
 	r := redistest.Start(t)
 	p := startProxyWith(t, proxyOpenConfig, func(o *proxyOptions) { o.storeURL = r.URL() })
-	within := 3 * waitLimit // Redis is reconnected to in the background
-	eventually(t, within, "ready on Redis", func() (bool, string) {
+	testwait.UntilSaw(t, "ready on Redis", func() (bool, string) {
 		code, rr, body := p.readyAt(t, "/readyz/store")
 		return code == 200 && rr.Store.Ready, body
 	})
 	r.Kill()
-	eventually(t, within, "not store-ready with Redis gone", func() (bool, string) {
+	testwait.UntilSaw(t, "not store-ready with Redis gone", func() (bool, string) {
 		code, rr, body := p.readyAt(t, "/readyz/store")
 		return code == 503 && rr.Status == "unavailable" && rr.Store.Error != "", body
 	})
@@ -152,7 +152,7 @@ func TestProxyReadyFollowsStore(t *testing.T) {
 		t.Errorf("proxied with Redis gone: %d %q %v", code, body, err)
 	}
 	r.Restart()
-	eventually(t, within, "ready again with Redis back", func() (bool, string) {
+	testwait.UntilSaw(t, "ready again with Redis back", func() (bool, string) {
 		code, rr, body := p.readyAt(t, "/readyz/store")
 		return code == 200 && rr.Store.Ready, body
 	})

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 var builtSluice struct {
@@ -180,9 +181,8 @@ func TestRatelimitManifestEnvironment(t *testing.T) {
 	if code, _ := postJSON(t, "http://127.0.0.1:"+nodes[0].http+"/json", `{"domain":"typo","descriptors":[{"entries":[{"key":"user","value":"x"}]}]}`); code != 200 {
 		t.Fatalf("unknown domain: %d", code)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs[0].String(), `"level":"DEBUG","msg":"unknown rate limit domain: no limits apply","domain":"typo"`); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("LOG_LEVEL=debug: no debug line for the unknown domain:\n%s", logs[0].String())
-		}
-	}
+	testwait.UntilSaw(t, "LOG_LEVEL=debug: a debug line for the unknown domain", func() (bool, string) {
+		out := logs[0].String()
+		return strings.Contains(out, `"level":"DEBUG","msg":"unknown rate limit domain: no limits apply","domain":"typo"`), "\n" + out
+	})
 }

@@ -7,11 +7,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestRatelimitEnvDefaults: each of envoyproxy/ratelimit's variables serve
@@ -273,14 +273,10 @@ func TestStartWithoutConfig(t *testing.T) {
 		t.Fatalf("/healthcheck with no domain: %d %q", code, body)
 	}
 	writeFile(t, filepath.Join(dir, "edge.yaml"), envoyConfig)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if code, _ := get(t, base+"/healthcheck"); code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the file written after the start was not taken:\n%s", logs.String())
-		}
-	}
+	testwait.UntilSaw(t, "the file written after the start taken", func() (bool, string) {
+		code, _ := get(t, base+"/healthcheck")
+		return code == 200, "\n" + logs.String()
+	})
 	if _, ok := srv.svc.Config().Domains["edge"]; !ok {
 		t.Fatal("healthy without the domain")
 	}

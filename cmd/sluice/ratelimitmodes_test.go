@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/internal/xdstest"
 )
 
@@ -76,11 +77,11 @@ func TestGlobalShadowMode(t *testing.T) {
 		}
 	}
 	shadowed("edge", "alice", 1)
-	xdstest.WaitFor(t, "the xDS domain in force", func() bool { return srv.svc.Config().Domains["xds"] != nil })
+	testwait.Until(t, "the xDS domain in force", func() bool { return srv.svc.Config().Domains["xds"] != nil })
 	shadowed("xds", "alice", 1)
 
 	writeFile(t, file, perDay("2"))
-	xdstest.WaitFor(t, "the reload", func() bool {
+	testwait.Until(t, "the reload", func() bool {
 		return call("edge", "user", "probe").GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() == 2
 	})
 	shadowed("edge", "bob", 2)

@@ -81,7 +81,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(store.Close)
+		b.Cleanup(func() { _ = store.Close() })
 		servers = append(servers, benchTarget{name: "redis", register: sluiceOn(store)})
 	} else {
 		servers = append(servers, benchTarget{name: "redis", skip: "redis-server is not installed"})

@@ -111,7 +111,7 @@ func redisOpener(t testing.TB) opener {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
 }

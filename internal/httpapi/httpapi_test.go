@@ -357,7 +357,7 @@ func TestRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(store.Close)
+	t.Cleanup(func() { _ = store.Close() })
 	e := newEnv(t, store, nil, httpapi.WithAdminToken("t"))
 	for i := range 3 {
 		if resp, body := e.post("/v1/check", `{"policy":"per_user","key":"alice"}`); resp.StatusCode != 200 || body.Checks[0].Remaining != int64(2-i) {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/observe"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestReadyRedisRefusingWrites: a Redis at maxmemory under noeviction still
@@ -39,17 +41,12 @@ func TestReadyRedisRefusingWrites(t *testing.T) {
 	ctx := context.Background()
 	eventually := func(what string, ready bool) StoreStatus {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			st := s.Ready(ctx)
-			if st.Ready == ready {
-				return st
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not %s within 10s: %+v", what, st)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var st StoreStatus
+		testwait.UntilSaw(t, what, func() (bool, string) {
+			st = s.Ready(ctx)
+			return st.Ready == ready, fmt.Sprintf("%+v", st)
+		})
+		return st
 	}
 	eventually("ready", true)
 

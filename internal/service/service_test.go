@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/observe"
 	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -83,19 +83,6 @@ func TestReloadKeepsCountersAndRejectsInvalid(t *testing.T) {
 	}
 }
 
-// eventually polls cond for up to 5 s: file-system events arrive on their own
-// time, which no fake clock can drive.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 5s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func watch(t *testing.T, s *Service, paths []string, load func() (*config.Config, error)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,10 +111,10 @@ func TestWatchEditAndInvalidEdit(t *testing.T) {
 	watch(t, s, []string{path}, load)
 
 	write(t, path, policyFile(7))
-	eventually(t, "the edit is in force", func() bool { return s.Config().Policy("p").Limit == 7 })
+	testwait.Until(t, "the edit is in force", func() bool { return s.Config().Policy("p").Limit == 7 })
 
 	write(t, path, "policies:\n  - name: p\n    algoritm: gcra\n")
-	eventually(t, "the invalid edit is counted", func() bool {
+	testwait.Until(t, "the invalid edit is counted", func() bool {
 		return metric(t, s, "sluice_config_reloads_total", "result", "failure") == 1
 	})
 	if got := s.Config().Policy("p").Limit; got != 7 {
@@ -158,7 +145,7 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	must(t, os.Symlink("..2026_11_22_02", filepath.Join(dir, "..data_tmp")))
 	must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
 	must(t, os.RemoveAll(filepath.Join(dir, "..2026_11_22_01")))
-	eventually(t, "the swapped ConfigMap is in force", func() bool { return s.Config().Policy("p").Limit == 9 })
+	testwait.Until(t, "the swapped ConfigMap is in force", func() bool { return s.Config().Policy("p").Limit == 9 })
 }
 
 func must(t *testing.T, err error) {

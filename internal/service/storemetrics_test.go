@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // scrape reads the service's metrics over HTTP, as Prometheus would:
@@ -97,7 +98,7 @@ policies:
 	// A lease renewed in the background may still be on its way to Redis:
 	// wait until every store call the lease layer made has been timed.
 	var m map[string]float64
-	eventually(t, "every lease store call timed", func() bool {
+	testwait.Until(t, "every lease store call timed", func() bool {
 		m = scrape(t, s)
 		return m["sluice_store_call_duration_seconds_count"] == m["sluice_lease_store_calls_total"]
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestOpenStoreClusterBreakerPerMaster: a store opened on a Cluster URL, as
@@ -32,13 +33,13 @@ func TestOpenStoreClusterBreakerPerMaster(t *testing.T) {
 	p := &sluice.Policy{Name: "masters", Algorithm: sluice.GCRA, Limit: 1 << 40, Period: time.Hour}
 	ctx := context.Background()
 	// The connection and the slot map come in the background.
-	for deadline := time.Now().Add(10 * time.Second); rs.NodeOf(p, "k0") == ""; time.Sleep(10 * time.Millisecond) {
-		if r, err := fs.Decide(ctx, sluice.Request{Policy: p, Key: "k0", Cost: 1}); err != nil {
+	testwait.UntilSaw(t, "a master named for k0", func() (bool, string) {
+		r, err := fs.Decide(ctx, sluice.Request{Policy: p, Key: "k0", Cost: 1})
+		if err != nil {
 			t.Fatal(err)
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no master named for k0 10 s after OpenStore (last decision %+v)", r)
 		}
-	}
+		return rs.NodeOf(p, "k0") != "", fmt.Sprintf("decision %+v", r)
+	})
 	keys := make([]string, 30)
 	nodeOf := make([]string, len(keys))
 	for i := range keys {

@@ -13,6 +13,7 @@ package storestack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -48,7 +49,7 @@ type Stack struct {
 	// stack cannot.
 	Resetter sluice.Resetter
 
-	closers []func() // in the order to run them
+	closers []func() error // in the order to run them
 }
 
 // Decider is the store decisions go to: Store, traced when tracing is on.
@@ -76,13 +77,16 @@ func (s *Stack) FailMode() string {
 }
 
 // Close releases the stack: it stops its background work, gives leased
-// quota back and closes its connections. Safe to call on any Stack.
+// quota back and closes its connections. Safe to call on any Stack. Its
+// error says what failed; a failed release of leased units leaves them
+// consumed until their windows pass (under-admission, never over).
 func (s *Stack) Close() error {
+	var errs []error
 	for _, c := range s.closers {
-		c()
+		errs = append(errs, c())
 	}
 	s.closers = nil
-	return nil
+	return errors.Join(errs...)
 }
 
 // Option configures Open and Of.
@@ -169,7 +173,8 @@ func Open(cfg config.Store, opts ...Option) (*Stack, error) {
 		return nil, err
 	}
 	s.Redis = rs
-	s.closers = append(s.closers, startModeLog(rs, log), rs.Close)
+	stopModeLog := startModeLog(rs, log)
+	s.closers = append(s.closers, func() error { stopModeLog(); return nil }, rs.Close)
 	fopts := []failover.Option{
 		failover.WithMode(rc.mode),
 		failover.WithTimeout(cfg.Timeout),
@@ -204,7 +209,7 @@ func Open(cfg config.Store, opts ...Option) (*Stack, error) {
 		}
 		s.Lease = lease.New(s.Failover, lopts...)
 		// Released before the connections close, so the quota goes back.
-		s.closers = append([]func(){func() { s.Lease.Close(context.Background()) }}, s.closers...)
+		s.closers = append([]func() error{s.Lease.Close}, s.closers...)
 		// A lease holds units Redis alone cannot forget: no reset.
 		s.Store, s.Resetter = s.Lease, nil
 	}
