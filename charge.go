@@ -45,9 +45,12 @@ type Charger interface {
 // CheckCharge reports whether a charge carries a valid key and cost
 // (ErrInvalidKey, ErrInvalidCost) and returns it with its cost at most
 // MaxCharge. Unlike a decision, a charge above the policy's capacity is
-// valid: the usage happened.
+// valid: the usage happened. A Concurrency policy holds slots, not units:
+// charging it is ErrAcquireOnly.
 func CheckCharge(req Request) (Request, error) {
 	switch {
+	case req.Policy.Algorithm == Concurrency:
+		return req, errAcquireOnly(req.Policy)
 	case req.Key == "":
 		return req, errInvalidKeyEmpty
 	case len(req.Key) > MaxKeyLen:
@@ -72,6 +75,9 @@ func CheckCharge(req Request) (Request, error) {
 // ErrInvalidCost, ErrNotChargeable or the store's own failure; n above
 // MaxCharge is recorded as MaxCharge.
 func (l *Limiter) Charge(ctx context.Context, key string, n int64) (Result, error) {
+	if l == nil || l.store == nil {
+		return Result{}, errNotBuilt
+	}
 	c, ok := l.store.(Charger)
 	if !ok {
 		return Result{}, fmt.Errorf("%w (%T)", ErrNotChargeable, l.store)
@@ -99,6 +105,11 @@ type Usage struct {
 func ChargeAll(ctx context.Context, usages ...Usage) ([]Result, error) {
 	if len(usages) == 0 {
 		return nil, nil
+	}
+	for _, u := range usages {
+		if u.Limiter == nil || u.Limiter.store == nil {
+			return nil, errNotBuilt
+		}
 	}
 	store := usages[0].Limiter.store
 	c, ok := store.(Charger)

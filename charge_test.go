@@ -46,6 +46,17 @@ func TestChargeErrors(t *testing.T) {
 	if res, err := sluice.ChargeAll(ctx); res != nil || err != nil {
 		t.Errorf("ChargeAll of nothing: %v, %v", res, err)
 	}
+	slots, _ := sluice.New(memory.New(), sluice.Policy{Name: "c", Algorithm: sluice.Concurrency, Limit: 2, Period: time.Second})
+	if _, err := slots.Charge(ctx, "k", 1); !errors.Is(err, sluice.ErrAcquireOnly) {
+		t.Errorf("Charge of a concurrency policy: %v, want ErrAcquireOnly", err)
+	}
+	var zero sluice.Limiter
+	if _, err := zero.Charge(ctx, "k", 1); !errors.Is(err, sluice.ErrInvalidPolicy) {
+		t.Errorf("Charge on a zero Limiter: %v, want ErrInvalidPolicy", err)
+	}
+	if _, err := sluice.ChargeAll(ctx, sluice.Usage{Limiter: nil, Key: "k", Cost: 1}); !errors.Is(err, sluice.ErrInvalidPolicy) {
+		t.Errorf("ChargeAll with a nil Limiter: %v, want ErrInvalidPolicy", err)
+	}
 	req, err := sluice.CheckCharge(sluice.Request{Policy: &p, Key: "k", Cost: math.MaxInt64})
 	if err != nil || req.Cost != sluice.MaxCharge {
 		t.Errorf("CheckCharge of MaxInt64: cost %d, %v; want MaxCharge", req.Cost, err)

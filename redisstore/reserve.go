@@ -29,7 +29,7 @@ func (s *Store) Reserve(ctx context.Context, req sluice.Request, upTo int64) (sl
 		return sluice.Reservation{}, fmt.Errorf("redisstore: Reserve %s: %w", req.Policy.Algorithm, sluice.ErrNotReservable)
 	}
 	w := &waiter{ctx: ctx, reserve: true, upTo: upTo}
-	w.one[0], w.oneKey[0] = req, redisKey(s.prefix, req.Policy, req.Key)
+	w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
 	w.reqs, w.keys = w.one[:], w.oneKey[:]
 	if err := s.submit(w); err != nil {
 		return sluice.Reservation{}, err
@@ -103,7 +103,7 @@ func (s *Store) Release(ctx context.Context, req sluice.Request, r sluice.Reserv
 	script := scriptFor(req.Policy.Algorithm)
 	var reply [replyLen]int64
 	args := s.requestArgs(modeRefund, req, s.now(), true, r.Ref1, r.Ref2)
-	if err := s.run.Run(ctx, script, []string{redisKey(s.prefix, req.Policy, req.Key)}, args, reply[:]); err != nil {
+	if err := s.run.Run(ctx, script, []string{s.Key(req.Policy, req.Key)}, args, reply[:]); err != nil {
 		return scriptError(script, err)
 	}
 	return nil

@@ -2,8 +2,9 @@
 // vectors, randomized traces and rule checks, run against a store whose clock the
 // suite controls. It asserts every rule and guarantee of Sluice's decision
 // contract for every algorithm, so a store that passes returns the same Results as
-// every other store. The store must implement sluice.Charger: charges of usage
-// beyond the limit are part of the contract.
+// every other store. The store must implement sluice.Charger (charges of usage
+// beyond the limit are part of the contract) and hold in-flight slots
+// (implement sluice.SlotStore): the Slots cases check them.
 //
 // A store's own tests call Run:
 //
@@ -55,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, open) })
 	t.Run("Capacity", func(t *testing.T) { testCapacity(t, open) })
 	t.Run("InputErrors", func(t *testing.T) { testInputErrors(t, open) })
+	t.Run("UnknownAlgorithm", func(t *testing.T) { testUnknownAlgorithm(t, open) })
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, open) })
@@ -65,6 +67,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ChargeBounds", func(t *testing.T) { testChargeBounds(t, open) })
 	t.Run("ChargeExpiry", func(t *testing.T) { testChargeExpiry(t, open) })
 	t.Run("ChargeAll", func(t *testing.T) { testChargeAll(t, open) })
+	t.Run("Slots", func(t *testing.T) { RunSlots(t, open) })
 }
 
 // env is one case: a fresh store and its clock.
