@@ -139,18 +139,28 @@ func jsonMessage(err error) string {
 	}
 }
 
-func (a *api) check(w http.ResponseWriter, r *http.Request) {
-	// The body is read as JSON whatever its Content-Type says: curl -d sends
-	// application/x-www-form-urlencoded, and refusing that helps nobody.
+// readBody reads a request's body within the API's bound, or answers the
+// error and returns false. The body is read as JSON whatever its
+// Content-Type says: curl -d sends application/x-www-form-urlencoded, and
+// refusing that helps nobody.
+func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, &apiError{Code: "body_too_large",
 				Message: fmt.Sprintf("the body is over %d bytes", a.maxBody)})
-			return
+			return nil, false
 		}
 		writeError(w, http.StatusBadRequest, &apiError{Code: "unreadable_body", Message: err.Error()})
+		return nil, false
+	}
+	return body, true
+}
+
+func (a *api) check(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.readBody(w, r)
+	if !ok {
 		return
 	}
 	checks, status, apiErr := decodeCheckRequest(body, a.svc.Config(), a.maxChecks)

@@ -98,6 +98,7 @@ func New(svc *service.Service, opts ...Option) http.Handler {
 	a := newAPI(svc, opts)
 	r := newRoutes()
 	r.handle("POST", "/v1/check", svc.Tracer().HTTP("POST", "/v1/check", http.HandlerFunc(a.check)))
+	r.handle("POST", "/v1/charge", svc.Tracer().HTTP("POST", "/v1/charge", http.HandlerFunc(a.charge)))
 	r.handle("GET", "/v1/policies", http.HandlerFunc(a.policies))
 	a.admin(r)
 	for _, rt := range a.routes {

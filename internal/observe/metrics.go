@@ -41,6 +41,7 @@ type Observer struct {
 	storeCalls  prometheus.Histogram
 	reloads     *prometheus.CounterVec
 	degraded    *prometheus.CounterVec
+	charges     charges
 
 	log    *slog.Logger
 	tracer *tracing.Tracer // nil: off
@@ -109,6 +110,7 @@ func New(version string, log *slog.Logger, tracer *tracing.Tracer) *Observer {
 	}
 	o.registry.MustRegister(o.decisions, o.duration, o.storeErrors, o.reloads, o.degraded, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o.charges = newCharges(o.registry)
 	o.current.Store(&snapshot{})
 	return o
 }
