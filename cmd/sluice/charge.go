@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
+)
+
+func runCharge(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := cli.NewFlagSet("sluice charge", "sluice charge [--server URL] --policy NAME --key KEY --cost N [--plan PLAN]",
+		"Charge tells a running service (its HTTP API, POST /v1/charge) about usage that\n"+
+			"already happened — the tokens a response used, the bytes sent — and prints\n"+
+			"what is left. The cost is recorded even beyond the limit: the key then owes\n"+
+			"the excess, and its checks are denied until time repays it.\n"+
+			"Exit status: 0 recorded, 2 error.", stderr)
+	kf := addKeyFlags(fs)
+	cost := fs.Int64("cost", -1, "the units used (required)")
+	if code := kf.parse(fs, args); code >= 0 {
+		return code
+	}
+	if *cost < 0 {
+		return cli.UsageError(fs, "--cost is required: the units used, 0 or more")
+	}
+	var out struct {
+		Policy       string `json:"policy"`
+		Key          string `json:"key"`
+		Limit        int64  `json:"limit"`
+		Remaining    int64  `json:"remaining"`
+		RetryAfterMS int64  `json:"retry_after_ms"`
+		ResetAfterMS int64  `json:"reset_after_ms"`
+	}
+	if !postAPI(ctx, kf.timeout, kf.server, "/v1/charge", kf.fields(*cost), 0, &out, stderr) {
+		return exitError
+	}
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	fmt.Fprintf(stdout, "charged %d: policy %s, key %q: ", *cost, out.Policy, out.Key)
+	switch {
+	case out.Remaining < 0:
+		fmt.Fprintf(stdout, "owes %d (limit %d); a request of cost 1 is denied for %v", -out.Remaining, out.Limit, ms(out.RetryAfterMS))
+	case out.Remaining == 0:
+		fmt.Fprintf(stdout, "0 of %d left; a request of cost 1 is denied for %v", out.Limit, ms(out.RetryAfterMS))
+	default:
+		fmt.Fprintf(stdout, "%d of %d left", out.Remaining, out.Limit)
+	}
+	fmt.Fprintf(stdout, "; full again in %v\n", ms(out.ResetAfterMS))
+	return exitAllowed
+}
