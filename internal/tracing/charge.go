@@ -10,8 +10,11 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// SpanCharge names the span of a charge.
-const SpanCharge = "sluice.store/Charge"
+// Store names of the charge spans.
+const (
+	SpanCharge    = "sluice.store/Charge"
+	SpanChargeAll = "sluice.store/ChargeAll"
+)
 
 var _ sluice.Charger = (*Store)(nil)
 
@@ -36,14 +39,33 @@ func (s *Store) Charge(ctx context.Context, req sluice.Request) (sluice.Result, 
 	return r, err
 }
 
-// ChargeAll implements sluice.Charger: each charge as Charge.
+// ChargeAll implements sluice.Charger: one span for the charges, which the
+// store below makes in as few calls as it can.
 func (s *Store) ChargeAll(ctx context.Context, reqs []sluice.Request, results []sluice.Result) error {
-	for i, req := range reqs {
-		r, err := s.Charge(ctx, req)
-		if err != nil {
-			return err
-		}
-		results[i] = r
+	c, ok := s.inner.(sluice.Charger)
+	if !ok {
+		return fmt.Errorf("%w (%T)", sluice.ErrNotChargeable, s.inner)
 	}
-	return nil
+	ctx, span := s.t.tracer.Start(ctx, SpanChargeAll, trace.WithSpanKind(trace.SpanKindInternal))
+	defer span.End()
+	err := c.ChargeAll(ctx, reqs, results)
+	if span.IsRecording() {
+		d := Decision{Policies: make([]string, len(reqs)), Allowed: err == nil, Err: err}
+		degraded := false
+		for i, r := range reqs {
+			d.Policies[i] = policyName(r.Policy)
+			if err == nil {
+				d.Allowed = d.Allowed && results[i].Allowed
+				degraded = degraded || results[i].Degraded
+			}
+		}
+		if s.t.keys {
+			d.Keys = make([]string, len(reqs))
+			for i, r := range reqs {
+				d.Keys[i] = r.Key
+			}
+		}
+		s.note(span, &d, degraded)
+	}
+	return err
 }
