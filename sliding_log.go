@@ -81,8 +81,6 @@ func (l Log) Len() int { return l.n }
 // at returns the i-th oldest entry.
 func (l Log) at(i int) LogEntry { return l.buf[(l.head+i)&(len(l.buf)-1)] }
 
-func (l Log) oldest() LogEntry { return l.at(0) }
-
 // Newest returns the newest entry, and false when the log is empty.
 func (l Log) Newest() (LogEntry, bool) { return l.newest() }
 
