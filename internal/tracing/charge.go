@@ -29,13 +29,7 @@ func (s *Store) Charge(ctx context.Context, req sluice.Request) (sluice.Result, 
 		trace.WithAttributes(attribute.Int64("sluice.cost", req.Cost)))
 	defer span.End()
 	r, err := c.Charge(ctx, req)
-	if span.IsRecording() {
-		d := Decision{Policies: []string{policyName(req.Policy)}, Allowed: r.Allowed, Err: err}
-		if s.t.keys {
-			d.Keys = []string{req.Key}
-		}
-		s.note(span, &d, r.Degraded)
-	}
+	s.noteOne(span, req, r, err)
 	return r, err
 }
 
@@ -49,23 +43,6 @@ func (s *Store) ChargeAll(ctx context.Context, reqs []sluice.Request, results []
 	ctx, span := s.t.tracer.Start(ctx, SpanChargeAll, trace.WithSpanKind(trace.SpanKindInternal))
 	defer span.End()
 	err := c.ChargeAll(ctx, reqs, results)
-	if span.IsRecording() {
-		d := Decision{Policies: make([]string, len(reqs)), Allowed: err == nil, Err: err}
-		degraded := false
-		for i, r := range reqs {
-			d.Policies[i] = policyName(r.Policy)
-			if err == nil {
-				d.Allowed = d.Allowed && results[i].Allowed
-				degraded = degraded || results[i].Degraded
-			}
-		}
-		if s.t.keys {
-			d.Keys = make([]string, len(reqs))
-			for i, r := range reqs {
-				d.Keys[i] = r.Key
-			}
-		}
-		s.note(span, &d, degraded)
-	}
+	s.noteAll(span, reqs, results, err)
 	return err
 }
