@@ -14,13 +14,16 @@
 //     or when it has quota-mode checks and none has room for its cost (they
 //     are peeked at first). Every other check of a blocked request is only
 //     peeked at, in one store call, for what it reports.
+//
 //   - Otherwise the enforced checks are decided together: one store Decide for
 //     one check, DecideAll for several. When any denies, nothing is consumed.
+//
 //   - Shadow checks never deny. Each is decided on its own after the enforced
 //     ones: charged when the request was admitted, peeked at when it was
 //     denied (a denied request consumes nothing). One over its capacity is
 //     peeked at and would have denied. A store failure of a shadow check
 //     fails nothing: it is returned in Outcome.ShadowErrors.
+//
 //   - When every quota-mode check of an admitted request turns out exhausted
 //     (another request took the last units meanwhile), the request is denied
 //     after all: Outcome.QuotaDenied.

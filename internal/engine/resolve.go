@@ -124,7 +124,11 @@ func validate(checks []Check) error {
 		if c.Flags&(decide.Ban|decide.OverCapacity) != 0 {
 			req.Cost = 0
 		}
-		if err := sluice.CheckRequest(req); err != nil {
+		check := sluice.CheckRequest
+		if req.Policy.Algorithm == sluice.Concurrency {
+			check = sluice.CheckSlotRequest
+		}
+		if err := check(req); err != nil {
 			return &CheckError{Index: i, Policy: c.Policy.Name, Err: err}
 		}
 		for j := range i {
