@@ -26,6 +26,15 @@ func (c *Check) slot() bool { return c.Request.Policy.Algorithm == sluice.Concur
 // Decide (or DecideAll): not a slot.
 func (c *Check) rated() bool { return c.enforced() && !c.slot() }
 
+// CheckRequest reports whether req can be decided: sluice.CheckRequest, or
+// sluice.CheckSlotRequest for a slot (a cost of 1 to acquire, 0 to peek).
+func CheckRequest(req sluice.Request) error {
+	if req.Policy.Algorithm == sluice.Concurrency {
+		return sluice.CheckSlotRequest(req)
+	}
+	return sluice.CheckRequest(req)
+}
+
 // decideOne decides req, c's request or a peek of it, on store: a slot check
 // acquires (or peeks at) a slot, and returns its release token.
 func decideOne(ctx context.Context, store sluice.Store, c *Check, req sluice.Request) (sluice.Result, error) {

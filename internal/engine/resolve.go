@@ -124,11 +124,7 @@ func validate(checks []Check) error {
 		if c.Flags&(decide.Ban|decide.OverCapacity) != 0 {
 			req.Cost = 0
 		}
-		check := sluice.CheckRequest
-		if req.Policy.Algorithm == sluice.Concurrency {
-			check = sluice.CheckSlotRequest
-		}
-		if err := check(req); err != nil {
+		if err := decide.CheckRequest(req); err != nil {
 			return &CheckError{Index: i, Policy: c.Policy.Name, Err: err}
 		}
 		for j := range i {
