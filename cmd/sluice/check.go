@@ -64,7 +64,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	resp, err := postAPI(ctx, *server, "/v1/check", fields, &out)
 	if err != nil {
-		fmt.Fprint(stderr, "check: ", err)
+		fmt.Fprintln(stderr, "check:", err)
 		return exitError
 	}
 	if out.Error != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests) || len(out.Checks) != 1 {
@@ -112,7 +112,7 @@ func unreachable(server, path string, err error) string {
 	}
 	return fmt.Sprintf("no answer from the service at %s (POST %s): %s\n"+
 		"  Is `sluice serve` running? It listens on --http-addr (default :8080); give that address with\n"+
-		"  --server host:port (default http://127.0.0.1:8080).\n", server, path, what)
+		"  --server host:port (default http://127.0.0.1:8080).", server, path, what)
 }
 
 // serverURL is the service's base URL from --server: http:// is added to a

@@ -45,7 +45,7 @@ func runRelease(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	resp, err := postAPI(ctx, base, "/v1/release", fields, &out)
 	if err != nil {
-		fmt.Fprint(stderr, "release: ", err)
+		fmt.Fprintln(stderr, "release:", err)
 		return exitError
 	}
 	if out.Error != nil || resp.StatusCode != http.StatusOK {
@@ -75,12 +75,12 @@ func apiMessage(resp *http.Response, e *apiErrorReply) string {
 }
 
 // postAPI posts fields as JSON to the service's path and decodes its JSON
-// answer into out. An error is the whole message to print, newline ended.
+// answer into out. An error is the whole message to print.
 func postAPI(ctx context.Context, server, path string, fields map[string]any, out any) (*http.Response, error) {
 	body, _ := json.Marshal(fields)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("%v\n", err)
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -89,7 +89,7 @@ func postAPI(ctx context.Context, server, path string, fields map[string]any, ou
 	}
 	defer resp.Body.Close()
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out); err != nil {
-		return nil, fmt.Errorf("%s answered %s with a body that is not the API's JSON: %v\n", server, resp.Status, err)
+		return nil, fmt.Errorf("%s answered %s with a body that is not the API's JSON: %v", server, resp.Status, err)
 	}
 	return resp, nil
 }
