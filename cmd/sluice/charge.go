@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
@@ -16,23 +17,47 @@ func runCharge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			"what is left. The cost is recorded even beyond the limit: the key then owes\n"+
 			"the excess, and its checks are denied until time repays it.\n"+
 			"Exit status: 0 recorded, 2 error.", stderr)
-	kf := addKeyFlags(fs)
+	server := fs.String("server", "http://127.0.0.1:8080", "the service's HTTP `URL`; host:port means http://host:port")
+	policy := fs.String("policy", "", "the policy `name` (GET /v1/policies lists them)")
+	key := fs.String("key", "", "the `key` charged, e.g. a user or API key")
 	cost := fs.Int64("cost", -1, "the units used (required)")
-	if code := kf.parse(fs, args); code >= 0 {
+	plan := fs.String("plan", "", "the key's `plan`, for a policy with plans (none or an unknown one: the default plan)")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+	if code := cli.ParseFlags(fs, args); code >= 0 {
 		return code
 	}
-	if *cost < 0 {
+	switch {
+	case *policy == "" || *key == "":
+		return cli.UsageError(fs, "--policy and --key are required")
+	case *cost < 0:
 		return cli.UsageError(fs, "--cost is required: the units used, 0 or more")
 	}
-	var out struct {
-		Policy       string `json:"policy"`
-		Key          string `json:"key"`
-		Limit        int64  `json:"limit"`
-		Remaining    int64  `json:"remaining"`
-		RetryAfterMS int64  `json:"retry_after_ms"`
-		ResetAfterMS int64  `json:"reset_after_ms"`
+	base, err := serverURL(*server)
+	if err != nil {
+		return cli.UsageError(fs, err.Error())
 	}
-	if !postAPI(ctx, kf.timeout, kf.server, "/v1/charge", kf.fields(*cost), 0, &out, stderr) {
+	fields := map[string]any{"policy": *policy, "key": *key, "cost": *cost}
+	if *plan != "" {
+		fields["plan"] = *plan
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	var out struct {
+		Policy       string         `json:"policy"`
+		Key          string         `json:"key"`
+		Limit        int64          `json:"limit"`
+		Remaining    int64          `json:"remaining"`
+		RetryAfterMS int64          `json:"retry_after_ms"`
+		ResetAfterMS int64          `json:"reset_after_ms"`
+		Error        *apiErrorReply `json:"error"`
+	}
+	resp, err := postAPI(ctx, base, "/v1/charge", fields, &out)
+	if err != nil {
+		fmt.Fprintln(stderr, "charge:", err)
+		return exitError
+	}
+	if out.Error != nil || resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "charge: %s\n", apiMessage(resp, out.Error))
 		return exitError
 	}
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,13 +23,29 @@ const (
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("sluice check", "sluice check [--server URL] --policy NAME --key KEY [--cost N] [--plan PLAN]",
 		"Check asks a running service (its HTTP API) whether a request is allowed, and\nprints the decision. Exit status: 0 allowed, 1 denied, 2 error.\nA cost of 0 only looks (a peek): it prints what is left, consumes nothing and\nexits 0; \"a request of cost 1 would be denied\" means the key is used up.", stderr)
-	kf := addKeyFlags(fs)
+	server := fs.String("server", "http://127.0.0.1:8080", "the service's HTTP `URL`; host:port means http://host:port")
+	policy := fs.String("policy", "", "the policy `name` (GET /v1/policies lists them)")
+	key := fs.String("key", "", "the `key` to limit, e.g. a user or API key")
 	cost := fs.Int64("cost", 1, "the units the request costs")
-	if code := kf.parse(fs, args); code >= 0 {
-		return code
+	plan := fs.String("plan", "", "the key's `plan`, for a policy with plans (none or an unknown one: the default plan)")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
+	if code := cli.ParseFlags(fs, args); code >= 0 {
+		return code // 0 after --help, 2 (exitError) for a usage error
 	}
-	server, timeout := &kf.server, &kf.timeout
-	fields := kf.fields(*cost)
+	if *policy == "" || *key == "" {
+		return cli.UsageError(fs, "--policy and --key are required")
+	}
+	base, err := serverURL(*server)
+	if err != nil {
+		return cli.UsageError(fs, err.Error())
+	}
+	*server = base
+	fields := map[string]any{"policy": *policy, "key": *key, "cost": *cost}
+	if *plan != "" {
+		fields["plan"] = *plan
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
 	var out struct {
 		Allowed bool `json:"allowed"`
 		Checks  []struct {
@@ -45,13 +58,17 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			DelayMS      int64  `json:"delay_ms"`
 			Shadow       bool   `json:"shadow"`
 			Allowed      bool   `json:"allowed"`
+			ReleaseToken string `json:"release_token"`
 		} `json:"checks"`
+		Error *apiErrorReply `json:"error"`
 	}
-	if !postAPI(ctx, *timeout, *server, "/v1/check", fields, http.StatusTooManyRequests, &out, stderr) {
+	resp, err := postAPI(ctx, *server, "/v1/check", fields, &out)
+	if err != nil {
+		fmt.Fprintln(stderr, "check:", err)
 		return exitError
 	}
-	if len(out.Checks) != 1 {
-		fmt.Fprintf(stderr, "check: %d checks in the answer, want 1\n", len(out.Checks))
+	if out.Error != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests) || len(out.Checks) != 1 {
+		fmt.Fprintf(stderr, "check: %s\n", apiMessage(resp, out.Error))
 		return exitError
 	}
 	c := out.Checks[0]
@@ -77,6 +94,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if c.Shadow && !c.Allowed {
 			fmt.Fprint(stdout, " (shadow policy: it would have denied)")
 		}
+		if c.ReleaseToken != "" {
+			fmt.Fprintf(stdout, "; holds an in-flight slot: sluice release --policy %s --key %q --token %s", c.Policy, c.Key, c.ReleaseToken)
+		}
 		fmt.Fprintln(stdout)
 		return exitAllowed
 	}
@@ -84,108 +104,16 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return exitDenied
 }
 
-// keyFlags are the flags of a command asking the HTTP API about one key:
-// sluice check and sluice charge.
-type keyFlags struct {
-	server, policy, key, plan string
-	timeout                   time.Duration
-}
-
-func addKeyFlags(fs *flag.FlagSet) *keyFlags {
-	kf := &keyFlags{}
-	fs.StringVar(&kf.server, "server", "http://127.0.0.1:8080", "the service's HTTP `URL`; host:port means http://host:port")
-	fs.StringVar(&kf.policy, "policy", "", "the policy `name` (GET /v1/policies lists them)")
-	fs.StringVar(&kf.key, "key", "", "the `key` to limit, e.g. a user or API key")
-	fs.StringVar(&kf.plan, "plan", "", "the key's `plan`, for a policy with plans (none or an unknown one: the default plan)")
-	fs.DurationVar(&kf.timeout, "timeout", 5*time.Second, "give up after this long")
-	return kf
-}
-
-// parse parses args into fs and checks the flags: -1 when the command goes
-// on, else its exit status (0 after --help, 2 for a usage error).
-func (kf *keyFlags) parse(fs *flag.FlagSet, args []string) int {
-	if code := cli.ParseFlags(fs, args); code >= 0 {
-		return code
-	}
-	if kf.policy == "" || kf.key == "" {
-		return cli.UsageError(fs, "--policy and --key are required")
-	}
-	base, err := serverURL(kf.server)
-	if err != nil {
-		return cli.UsageError(fs, err.Error())
-	}
-	kf.server = base
-	return -1
-}
-
-// fields is the JSON body of a check or charge of cost.
-func (kf *keyFlags) fields(cost int64) map[string]any {
-	fields := map[string]any{"policy": kf.policy, "key": kf.key, "cost": cost}
-	if kf.plan != "" {
-		fields["plan"] = kf.plan
-	}
-	return fields
-}
-
-// postAPI posts fields as JSON to the service's path and decodes its JSON
-// answer into out. An answer of 200 (or also status, when not 0) is one;
-// any other, an error body, or no answer is said on stderr, and postAPI
-// returns false.
-func postAPI(ctx context.Context, timeout time.Duration, server, path string, fields map[string]any, status int, out any, stderr io.Writer) bool {
-	cmd := strings.TrimPrefix(path, "/v1/")
-	body, _ := json.Marshal(fields)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server+path, bytes.NewReader(body))
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		return false
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		fmt.Fprint(stderr, unreachable(cmd, server, path, err))
-		return false
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var apiErr struct {
-		Error *struct{ Code, Message, Field string } `json:"error"`
-	}
-	if err == nil {
-		err = json.Unmarshal(raw, &apiErr)
-	}
-	if err == nil {
-		err = json.Unmarshal(raw, out)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %s answered %s with a body that is not the API's JSON: %v\n", cmd, server, resp.Status, err)
-		return false
-	}
-	if apiErr.Error != nil || resp.StatusCode != http.StatusOK && (status == 0 || resp.StatusCode != status) {
-		msg := resp.Status
-		if e := apiErr.Error; e != nil {
-			msg = e.Message
-			if e.Field != "" {
-				msg = e.Field + ": " + msg
-			}
-		}
-		fmt.Fprintf(stderr, "%s: %s\n", cmd, msg)
-		return false
-	}
-	return true
-}
-
-// unreachable explains a command that got no HTTP answer from server: what
-// was tried and how to point the command at a running service.
-func unreachable(cmd, server, path string, err error) string {
+// unreachable explains a check that got no HTTP answer from server: what was
+// tried and how to point check at a running service.
+func unreachable(server, path string, err error) string {
 	what := err.Error()
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		what = ue.Err.Error()
 	}
-	return fmt.Sprintf("%s: no answer from the service at %s (POST %s): %s\n"+
+	return fmt.Sprintf("no answer from the service at %s (POST %s): %s\n"+
 		"  Is `sluice serve` running? It listens on --http-addr (default :8080); give that address with\n"+
-		"  --server host:port (default http://127.0.0.1:8080).\n", cmd, server, path, what)
+		"  --server host:port (default http://127.0.0.1:8080).", server, path, what)
 }
 
 // serverURL is the service's base URL from --server: http:// is added to a

@@ -14,8 +14,10 @@
 //     or when it has quota-mode checks and none has room for its cost (they
 //     are peeked at first). Every other check of a blocked request is only
 //     peeked at, in one store call, for what it reports.
+//
 //   - Otherwise the enforced checks are decided together: one store Decide for
 //     one check, DecideAll for several. When any denies, nothing is consumed.
+//
 //   - Shadow checks never deny. Each is decided on its own after the enforced
 //     ones: charged when the request was admitted, peeked at when it was
 //     denied (a denied request consumes nothing). One over its capacity is
@@ -26,9 +28,14 @@
 //     denied for want of quota, and once the request is charged it is
 //     exhausted when its key owes units; a peek is exhausted, and
 //     an enforced one denies the request, only while its key owes units.
+//
 //   - When every quota-mode check of an admitted request turns out exhausted
 //     (another request took the last units meanwhile), the request is denied
 //     after all: Outcome.QuotaDenied.
+//
+//   - A check of a Concurrency policy acquires an in-flight slot instead
+//     (see slots.go): the enforced slots first, all or nothing with the
+//     other checks; an admitted request's slots are given back with Release.
 //
 // A store failure of the enforced checks (or of a blocked request's peek) is
 // returned as it is, for the caller to apply its fail policy.
@@ -36,6 +43,7 @@ package decide
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sluicehq/sluice"
@@ -83,6 +91,9 @@ type Check struct {
 	// of the request's (a library user's shadow limit may live elsewhere);
 	// nil for every other check.
 	Store sluice.Store
+	// Token, set by Decide, releases the in-flight slot a Concurrency check
+	// holds for an admitted request (see Release); "" for every other check.
+	Token string
 }
 
 // Outcome is what Decide decided for a request.
@@ -108,9 +119,9 @@ type ShadowError struct {
 
 func (c *Check) enforced() bool { return c.Flags&(Shadow|Ban) == 0 }
 
-// batched reports whether c is decided in the enforced batch: an enforced
+// batched reports whether c is decided in the enforced batch: a rated
 // check, but for a Debt peek, which is read apart (owes).
-func (c *Check) batched() bool { return c.enforced() && !c.debtPeek() }
+func (c *Check) batched() bool { return c.rated() && !c.debtPeek() }
 
 func (c *Check) debtPeek() bool { return c.Flags&Debt != 0 && c.Request.Cost == 0 }
 
@@ -133,6 +144,7 @@ func Decide(ctx context.Context, store sluice.Store, checks []Check, results []s
 	for i := range checks {
 		c := &checks[i]
 		c.Flags &^= Exhausted | Failed
+		c.Token = ""
 		all |= c.Flags
 		if c.Flags&Shadow == 0 && (c.Flags&OverCapacity != 0 || c.Flags&Ban != 0 && c.Request.Cost > 0) {
 			blocked = true
@@ -172,35 +184,67 @@ func Decide(ctx context.Context, store sluice.Store, checks []Check, results []s
 	}
 	if allowed && all&Quota != 0 && quotaExhausted(checks) {
 		out.Allowed, out.QuotaDenied = false, true
+		if err := Release(ctx, store, checks); err != nil {
+			return Outcome{}, err
+		}
 	}
 	return out, nil
 }
 
-// decideEnforced decides the enforced checks all or nothing: one Decide for
-// one check (the common case, and the cheaper call), DecideAll otherwise.
-// No enforced check is an admitted request.
+// decideEnforced decides the enforced checks all or nothing: the slots of
+// Concurrency checks first (acquireSlots), then the others with one Decide
+// for one check (the common case, and the cheaper call), DecideAll
+// otherwise, only peeked at when a slot was denied. When anything denies,
+// the slots taken are given back (settleDenied). No enforced check is an
+// admitted request.
 func decideEnforced(ctx context.Context, store sluice.Store, checks []Check, results []sluice.Result) (bool, error) {
+	allowed, slots, err := acquireSlots(ctx, store, checks, results)
+	if err != nil {
+		return false, err
+	}
+	rated, err := decideRates(ctx, store, checks, results, !allowed)
+	if err != nil {
+		return false, errors.Join(err, Release(ctx, store, checks))
+	}
+	allowed = allowed && rated
+	if !allowed && slots {
+		if err := settleDenied(ctx, store, checks, results); err != nil {
+			return false, err
+		}
+	}
+	return allowed, nil
+}
+
+// decideRates decides the enforced checks that are not slots, together;
+// peek only reads them (a slot denied the request).
+func decideRates(ctx context.Context, store sluice.Store, checks []Check, results []sluice.Result, peek bool) (bool, error) {
 	n, last := 0, -1
 	for i := range checks {
 		if checks[i].batched() {
 			n, last = n+1, i
 		}
 	}
+	req := func(i int) sluice.Request {
+		if peek {
+			return peekOf(checks[i].Request)
+		}
+		return checks[i].Request
+	}
 	switch n {
 	case 0:
 		return true, nil
 	case 1:
-		r, err := store.Decide(ctx, checks[last].Request)
+		r, err := store.Decide(ctx, req(last))
 		if err != nil {
 			return false, err
 		}
 		results[last] = r
-		return r.Allowed, nil
+		return r.Allowed && !peek, nil
 	}
 	reqs := make([]sluice.Request, 0, n)
 	for i := range checks {
 		if checks[i].batched() {
-			reqs = append(reqs, checks[i].Request)
+			reqs = append(reqs, req(i))
 		}
 	}
 	res := results
@@ -210,7 +254,7 @@ func decideEnforced(ctx context.Context, store sluice.Store, checks []Check, res
 	if err := store.DecideAll(ctx, reqs, res); err != nil {
 		return false, err
 	}
-	allowed := true
+	allowed := !peek
 	j := 0
 	for i := range checks {
 		if !checks[i].batched() {
@@ -247,7 +291,7 @@ func decideShadow(ctx context.Context, store sluice.Store, checks []Check, resul
 		if c.Flags&Debt != 0 && (req.Cost == 0 || c.Flags&Quota != 0) {
 			r, err = charge(ctx, c.storeOf(store), req)
 		} else {
-			r, err = c.storeOf(store).Decide(ctx, req)
+			r, err = decideOne(ctx, c.storeOf(store), c, req)
 		}
 		if err != nil {
 			c.Flags |= Failed
@@ -272,8 +316,8 @@ func peekAll(ctx context.Context, store sluice.Store, checks []Check, results []
 		c := &checks[i]
 		switch {
 		case c.Flags&Ban != 0:
-		case c.Store != nil:
-			r, err := c.Store.Decide(ctx, peekOf(c.Request))
+		case !c.peekedTogether():
+			r, err := decideOne(ctx, c.storeOf(store), c, peekOf(c.Request))
 			if err != nil {
 				return err
 			}
@@ -323,8 +367,8 @@ func peekAll(ctx context.Context, store sluice.Store, checks []Check, results []
 }
 
 // peekedTogether reports whether a blocked request's peek reads c in its
-// one call: not a ban, nor a check on a store of its own.
-func (c *Check) peekedTogether() bool { return c.Flags&Ban == 0 && c.Store == nil }
+// one call: not a ban, a slot, nor a check on a store of its own.
+func (c *Check) peekedTogether() bool { return c.Flags&Ban == 0 && c.Store == nil && !c.slot() }
 
 func peekOf(req sluice.Request) sluice.Request {
 	req.Cost = 0
@@ -376,7 +420,7 @@ func quotaGone(ctx context.Context, store sluice.Store, checks []Check) bool {
 			return false
 		case c.Flags&(Ban|OverCapacity) != 0:
 		default:
-			r, err := c.storeOf(store).Decide(ctx, peekOf(c.Request))
+			r, err := decideOne(ctx, c.storeOf(store), c, peekOf(c.Request))
 			if err != nil || r.Remaining >= c.Request.Cost {
 				return false
 			}
@@ -402,7 +446,7 @@ func owes(ctx context.Context, store sluice.Store, checks []Check, results []slu
 	owing := false
 	for i := range checks {
 		c := &checks[i]
-		if !c.enforced() || !c.debtPeek() {
+		if !c.rated() || !c.debtPeek() {
 			continue
 		}
 		r, err := charge(ctx, store, c.Request)

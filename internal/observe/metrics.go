@@ -42,6 +42,7 @@ type Observer struct {
 	reloads     *prometheus.CounterVec
 	degraded    *prometheus.CounterVec
 	charges     charges
+	releases    *prometheus.CounterVec
 
 	log    *slog.Logger
 	tracer *tracing.Tracer // nil: off
@@ -97,6 +98,7 @@ func New(version string, log *slog.Logger, tracer *tracing.Tracer) *Observer {
 			Name: "sluice_store_degraded_decisions_total",
 			Help: "Requests decided by the fail policy (store.on_error) because the store could not decide them: open admitted them uncounted, closed denied them, local decided them on the in-process store.",
 		}, []string{"on_error"}),
+		releases: newReleases(),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_build_info",
@@ -108,7 +110,7 @@ func New(version string, log *slog.Logger, tracer *tracing.Tracer) *Observer {
 	for _, c := range storeCauses {
 		o.storeErrors.WithLabelValues(c)
 	}
-	o.registry.MustRegister(o.decisions, o.duration, o.storeErrors, o.reloads, o.degraded, build,
+	o.registry.MustRegister(o.decisions, o.duration, o.storeErrors, o.reloads, o.degraded, o.releases, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	o.charges = newCharges(o.registry)
 	o.current.Store(&snapshot{})
