@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,29 +18,15 @@ func runCharge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			"what is left. The cost is recorded even beyond the limit: the key then owes\n"+
 			"the excess, and its checks are denied until time repays it.\n"+
 			"Exit status: 0 recorded, 2 error.", stderr)
-	server := fs.String("server", "http://127.0.0.1:8080", "the service's HTTP `URL`; host:port means http://host:port")
-	policy := fs.String("policy", "", "the policy `name` (GET /v1/policies lists them)")
-	key := fs.String("key", "", "the `key` charged, e.g. a user or API key")
+	kf := addKeyFlags(fs)
 	cost := fs.Int64("cost", -1, "the units used (required)")
-	plan := fs.String("plan", "", "the key's `plan`, for a policy with plans (none or an unknown one: the default plan)")
-	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
-	if code := cli.ParseFlags(fs, args); code >= 0 {
+	if code := kf.parse(fs, args); code >= 0 {
 		return code
 	}
-	switch {
-	case *policy == "" || *key == "":
-		return cli.UsageError(fs, "--policy and --key are required")
-	case *cost < 0:
+	if *cost < 0 {
 		return cli.UsageError(fs, "--cost is required: the units used, 0 or more")
 	}
-	base, err := serverURL(*server)
-	if err != nil {
-		return cli.UsageError(fs, err.Error())
-	}
-	fields := map[string]any{"policy": *policy, "key": *key, "cost": *cost}
-	if *plan != "" {
-		fields["plan"] = *plan
-	}
+	base, timeout, fields := kf.server, &kf.timeout, kf.fields(*cost)
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	var out struct {
@@ -72,4 +59,47 @@ func runCharge(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fmt.Fprintf(stdout, "; full again in %v\n", ms(out.ResetAfterMS))
 	return exitAllowed
+}
+
+// keyFlags are the flags of a command asking the HTTP API about one key:
+// sluice check and sluice charge.
+type keyFlags struct {
+	server, policy, key, plan string
+	timeout                   time.Duration
+}
+
+func addKeyFlags(fs *flag.FlagSet) *keyFlags {
+	kf := &keyFlags{}
+	fs.StringVar(&kf.server, "server", "http://127.0.0.1:8080", "the service's HTTP `URL`; host:port means http://host:port")
+	fs.StringVar(&kf.policy, "policy", "", "the policy `name` (GET /v1/policies lists them)")
+	fs.StringVar(&kf.key, "key", "", "the `key` to limit, e.g. a user or API key")
+	fs.StringVar(&kf.plan, "plan", "", "the key's `plan`, for a policy with plans (none or an unknown one: the default plan)")
+	fs.DurationVar(&kf.timeout, "timeout", 5*time.Second, "give up after this long")
+	return kf
+}
+
+// parse parses args into fs and checks the flags: -1 when the command goes
+// on, else its exit status (0 after --help, 2 for a usage error).
+func (kf *keyFlags) parse(fs *flag.FlagSet, args []string) int {
+	if code := cli.ParseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if kf.policy == "" || kf.key == "" {
+		return cli.UsageError(fs, "--policy and --key are required")
+	}
+	base, err := serverURL(kf.server)
+	if err != nil {
+		return cli.UsageError(fs, err.Error())
+	}
+	kf.server = base
+	return -1
+}
+
+// fields is the JSON body of a check or a charge of cost.
+func (kf *keyFlags) fields(cost int64) map[string]any {
+	fields := map[string]any{"policy": kf.policy, "key": kf.key, "cost": cost}
+	if kf.plan != "" {
+		fields["plan"] = kf.plan
+	}
+	return fields
 }
