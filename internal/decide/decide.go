@@ -23,6 +23,7 @@
 //     denied (a denied request consumes nothing). One over its capacity is
 //     peeked at and would have denied. A store failure of a shadow check
 //     fails nothing: it is returned in Outcome.ShadowErrors.
+//
 //   - Debt checks count as envoyproxy/ratelimit does: a quota-mode one's
 //     cost is charged even beyond its limit, also when the request is
 //     denied for want of quota, and once the request is charged it is
