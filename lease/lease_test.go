@@ -144,7 +144,7 @@ func TestFixedWindowLeaseEndsWithWindow(t *testing.T) {
 	p := sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 1000, Period: time.Second}
 	s := lease.New(remote, lease.WithClock(clock), lease.WithTTL(10*time.Second))
 	clock.Advance(999 * time.Millisecond)
-	for range 20 {
+	for range 20 { // at one instant: the key's demand looks high
 		s.Decide(ctx, sluice.Request{Policy: &p, Key: "k", Cost: 1})
 	}
 	if s.Held(&p, "k") == 0 {
