@@ -11,7 +11,7 @@ type encodedBatch struct {
 	script   *Script
 	keys     []string
 	args     []string
-	requests int
+	replyLen int       // the values it replies
 	order    []*waiter // the items, in the order the call decides them
 }
 
@@ -37,10 +37,30 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	var last *sluice.Policy
 	for i := 0; i < len(e.order); {
 		w := e.order[i]
-		e.requests += len(w.reqs)
 		for _, r := range w.reqs {
 			mixed = mixed || r.Policy.Algorithm != alg
 		}
+		switch w.op {
+		case opReserve:
+			a.str("v")
+			a.policy(w.reqs[0].Policy)
+			a.int(w.reqs[0].Cost)
+			a.int(w.upTo)
+			e.keys = append(e.keys, w.keys[0])
+			e.replyLen += replyLen
+			i++
+			continue
+		case opRelease:
+			a.str("r")
+			a.policy(w.reqs[0].Policy)
+			a.int(w.reqs[0].Cost)
+			a.int(w.res.Ref1)
+			a.int(w.res.Ref2)
+			e.keys = append(e.keys, w.keys[0])
+			i++
+			continue
+		}
+		e.replyLen += batchStride * len(w.reqs)
 		if w.all {
 			a.str("a")
 			a.int(int64(len(w.reqs)))
@@ -68,7 +88,7 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 				a.int(x.reqs[0].Cost)
 			}
 		}
-		e.requests += j - i - 1
+		e.replyLen += batchStride * (j - i - 1)
 		e.keys = append(e.keys, w.keys[0])
 		i = j
 	}
@@ -80,13 +100,18 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	return e
 }
 
-// sameRun reports whether x is a single request on w's policy and key.
+// sameRun reports whether x is a single decision on w's policy and key.
 func sameRun(w, x *waiter) bool {
-	return !x.all && x.reqs[0].Policy == w.reqs[0].Policy && x.keys[0] == w.keys[0]
+	return x.single() && x.reqs[0].Policy == w.reqs[0].Policy && x.keys[0] == w.keys[0]
 }
 
-// arrange orders batch for encodeBatch: each single request moves up to the
-// first one on its policy and key, the rest keeps its place.
+// single reports whether w is a Decide's request: one that runs of requests
+// on a key hold.
+func (w *waiter) single() bool { return w.op == opDecide && !w.all }
+
+// arrange orders batch for encodeBatch: each single decision moves up to the
+// first one on its policy and key, the rest (sets, reservations, releases)
+// keeps its place.
 func arrange(batch []*waiter) []*waiter {
 	if len(batch) < 3 {
 		return batch
@@ -98,7 +123,7 @@ func arrange(batch []*waiter) []*waiter {
 	runs := make(map[runKey][]*waiter, len(batch))
 	var firsts []*waiter // sets, and the first request of each run
 	for _, w := range batch {
-		if w.all {
+		if !w.single() {
 			firsts = append(firsts, w)
 			continue
 		}
@@ -113,7 +138,7 @@ func arrange(batch []*waiter) []*waiter {
 	}
 	order := make([]*waiter, 0, len(batch))
 	for _, w := range firsts {
-		if w.all {
+		if !w.single() {
 			order = append(order, w)
 		} else {
 			order = append(order, runs[runKey{w.reqs[0].Policy, w.keys[0]}]...)

@@ -145,6 +145,14 @@ local function read(key)
   return v
 end
 
+-- del deletes key; a batch reading it again finds it missing.
+local function del(key)
+  if FETCHED then
+    FETCHED[key] = false
+  end
+  redis.call('DEL', key)
+end
+
 -- prefetch reads the values of keys with one MGET, for read.
 local function prefetch(keys)
   local vals = redis.call('MGET', unpack(keys))
