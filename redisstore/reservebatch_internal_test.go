@@ -44,7 +44,7 @@ func openForFuzz(f *testing.F) *Store {
 func FuzzBatchOps(f *testing.F) {
 	s := openForFuzz(f)
 	pols := reservablePolicies(5)
-	f.Add([]byte{1, 0, 3, 1, 0, 3, 1, 0, 3, 1, 1, 9})                   // one key three times, then another
+	f.Add([]byte{1, 0, 3, 1, 0, 3, 1, 0, 3, 1, 1, 9})                    // one key three times, then another
 	f.Add([]byte{1, 1, 7, 0, 3, 7, 2, 2, 7, 1, 6, 8, 0, 3, 2, 1, 11, 9}) // keys of several algorithms, all kinds
 	f.Add([]byte{1, 5, 1, 1, 5, 1, 1, 5, 1, 2, 5, 1, 1, 5, 1, 1, 5, 1})  // past the limit, a release between
 	f.Add([]byte{0, 0, 0})
