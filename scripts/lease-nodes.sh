@@ -3,7 +3,9 @@
 # leases, against two memory-store nodes, in the same run.
 #
 # Starts a throw-away redis-server on 127.0.0.1 and, for each round, each load
-# (hot: every call on one key; keys: 10,000 keys) and each variant
+# (hot: every call on one key; keys: 10,000 keys, uniform; zipf: 10,000 keys,
+# Zipf(1.1): the first takes about 15% of the calls, the first ten half) and
+# each variant
 #
 #	lease    two serve nodes on Redis with store.lease: {} (the defaults)
 #	redis    two serve nodes on Redis, every decision a Redis call
@@ -15,7 +17,7 @@
 # runs, against both at once,
 #
 #	sluice bench --target http://NODE --policy bench --concurrency 64 \
-#	             --keys 10000 [--hot 1] --duration 10s --json
+#	             --keys 10000 [--hot 1 | --keys-dist zipf] --duration 10s --json
 #
 # after, with WARMUP set, the same load for that long, not measured: a lease
 # node's first reservations of a key follow no rate yet (one unit, then one
@@ -31,7 +33,7 @@
 #
 # Usage: scripts/lease-nodes.sh              (from the repository root)
 # Env:  ROUNDS (3), DURATION (10s), CONCURRENCY (64 per node), KEYS (10000),
-#       LIMIT (1000000000), LOADS ("hot keys"), VARIANTS ("lease redis memory"),
+#       LIMIT (1000000000), LOADS ("hot keys zipf"), VARIANTS ("lease redis memory"),
 #       WARMUP (0s: none), BASE (the revision the base variant is built from),
 #       STATS (1: after each run, print to stderr every command Redis ran in
 #       it, with its calls and µs, from INFO commandstats; a script's own
@@ -50,7 +52,7 @@ DURATION=${DURATION:-10s}
 CONCURRENCY=${CONCURRENCY:-64}
 KEYS=${KEYS:-10000}
 LIMIT=${LIMIT:-1000000000}
-LOADS=${LOADS:-hot keys}
+LOADS=${LOADS:-hot keys zipf}
 VARIANTS=${VARIANTS:-lease redis memory}
 WARMUP=${WARMUP:-0s}
 BASE=${BASE:-}
@@ -148,6 +150,7 @@ for round in $(seq "$ROUNDS"); do
 	for load in $LOADS; do
 		args=(--keys "$KEYS")
 		[[ $load == hot ]] && args+=(--hot 1)
+		[[ $load == zipf ]] && args+=(--keys-dist zipf)
 		for variant in $VARIANTS; do
 			cli FLUSHALL >/dev/null
 			start "$variant"
