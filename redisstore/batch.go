@@ -15,10 +15,6 @@ type encodedBatch struct {
 	order    []*waiter // the items, in the order the call decides them
 }
 
-// encodeBatch lays out batch as decide_batch's KEYS and ARGV: single
-// requests on one (policy, key) as one run at the place of the first, a
-// policy's numbers only when it differs from the previous run's, and each
-// DecideAll set as one all-or-nothing record.
 // batchInstant writes a batch's first argument: the one instant of the whole
 // batch, or with no Clock, "" for the script to read Redis TIME once.
 func (s *Store) batchInstant(a *argBuilder) {
@@ -29,6 +25,11 @@ func (s *Store) batchInstant(a *argBuilder) {
 	}
 }
 
+// encodeBatch lays out batch as decide_batch's KEYS and ARGV: single
+// requests on one (policy, key) as one run at the place of the first, lone
+// requests of one cost on keys of their own as one record, a policy's
+// numbers only when it differs from the previous run's, each DecideAll set
+// as one all-or-nothing record, and each reservation and release as one.
 func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	e := encodedBatch{order: arrange(batch)}
 	var a argBuilder
@@ -80,6 +81,18 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 			a.policy(p)
 			last = p
 		}
+		if k := lone(e.order[i:]); k > 1 {
+			a.str("m")
+			a.int(int64(k))
+			a.int(w.reqs[0].Cost)
+			e.replyLen += batchStride * (k - 1)
+			e.keys = append(e.keys, w.keys[0])
+			for _, x := range e.order[i+1 : i+k] {
+				e.keys = append(e.keys, x.keys[0])
+			}
+			i += k
+			continue
+		}
 		if j == i+1 && w.reqs[0].Cost >= 0 {
 			a.int(-w.reqs[0].Cost) // one request: its cost, negated
 		} else { // (a negative cost, which the Limiter refuses, must not read as a count)
@@ -98,6 +111,26 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 		e.script = batchScriptFor(alg)
 	}
 	return e
+}
+
+// lone returns how many of order's first items are lone requests of one
+// cost under one policy, each on a key of its own (a run of one): an 'm'
+// record decides them.
+func lone(order []*waiter) int {
+	w := order[0]
+	if w.reqs[0].Cost < 0 {
+		return 0
+	}
+	k := 0
+	for k < len(order) {
+		x := order[k]
+		if !x.single() || x.reqs[0].Policy != w.reqs[0].Policy || x.reqs[0].Cost != w.reqs[0].Cost ||
+			k+1 < len(order) && sameRun(x, order[k+1]) {
+			break
+		}
+		k++
+	}
+	return k
 }
 
 // sameRun reports whether x is a single decision on w's policy and key.
