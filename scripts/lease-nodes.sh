@@ -12,6 +12,7 @@
 #	memory   two serve nodes, each on its own memory store (no sharing)
 #	base     as lease, built from the git revision BASE (before and after in
 #	         one run: VARIANTS="base lease redis memory" BASE=main)
+#	base-redis  as redis, built from BASE
 #
 # (interleaved, so a busy machine weighs on all alike) starts the two nodes and
 # runs, against both at once,
@@ -79,7 +80,7 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$work/sluice" ./cmd/sluice
-if [[ " $VARIANTS " == *" base "* ]]; then
+if [[ " $VARIANTS " == *" base"* ]]; then
 	if [[ -z $BASE ]]; then
 		echo "lease-nodes.sh: the base variant needs BASE (a git revision)" >&2
 		exit 1
@@ -103,9 +104,10 @@ printf 'store:\n  url: memory://\n%s\n' "$policy" >"$work/memory.yaml"
 start() {
 	nodes=()
 	local bin=$work/sluice config=$1
-	if [[ $1 == base ]]; then
-		bin=$work/sluice-base config=lease
-	fi
+	case $1 in
+	base) bin=$work/sluice-base config=lease ;;
+	base-redis) bin=$work/sluice-base config=redis ;;
+	esac
 	for n in 0 1; do
 		local http
 		http=$(freeport)
@@ -191,18 +193,29 @@ done
 echo "# medians over $ROUNDS rounds: load,variant,rps_node0,rps_node1,cpu_us_per_decision,calls_per_decision,node0_cpu_us_per_request,node1_cpu_us_per_request; then each node's throughput and CPU per request against memory's, and Redis CPU per decision without leases over with"
 python3 - "$results" <<'EOF'
 import csv, statistics, sys
-rows = {}
+rows, byround = {}, {}
 for r in csv.reader(open(sys.argv[1])):
     rows.setdefault((r[1], r[2]), []).append(r)
+    byround[(r[0], r[1], r[2])] = r
 med = {}
 for (load, variant), rs in rows.items():
     m = [statistics.median(float(r[i]) for r in rs) for i in (3, 4, 7, 8, 9, 10)]
     med[(load, variant)] = m
     print("%s,%s,%.0f,%.0f,%.3f,%.4f,%.1f,%.1f" % (load, variant, *m))
+# Leases on ÷ off, taken within each round (the machine's load weighs on
+# both alike), then the median over the rounds.
+def ratios(load, on, off):
+    cpu, rps = [], []
+    for rnd in sorted({k[0] for k in byround}):
+        a, b = byround.get((rnd, load, on)), byround.get((rnd, load, off))
+        if a and b and float(b[7]) > 0:
+            cpu.append(float(a[7]) / float(b[7]))
+            rps.append((float(a[3]) + float(a[4])) / max(1, float(b[3]) + float(b[4])))
+    return (statistics.median(cpu), statistics.median(rps), min(cpu), max(cpu)) if cpu else None
 for load in sorted({l for l, _ in med}):
-    redis, memory = med.get((load, "redis")), med.get((load, "memory"))
-    for name in ("base", "lease"):
-        lease = med.get((load, name))
+    memory = med.get((load, "memory"))
+    for name, off in (("base", "base-redis"), ("lease", "redis")):
+        lease, redis = med.get((load, name)), med.get((load, off))
         if lease and memory:
             mem = (memory[0] + memory[1]) / 2
             print("%s: %s nodes at %.0f%% and %.0f%% of a memory node's throughput" % (load, name, 100 * lease[0] / mem, 100 * lease[1] / mem))
@@ -210,4 +223,7 @@ for load in sorted({l for l, _ in med}):
             print("%s: %s nodes use %.2f× and %.2f× a memory node's CPU per request" % (load, name, lease[4] / memcpu, lease[5] / memcpu))
         if lease and redis and lease[2] > 0:
             print("%s: Redis CPU per decision %.1f× lower with %s (%.3f vs %.3f µs)" % (load, redis[2] / lease[2], name, lease[2], redis[2]))
+        r = ratios(load, name, off)
+        if r:
+            print("%s: %s on ÷ off (%s), medians of the rounds' ratios: Redis CPU per decision %.2f (%.2f–%.2f), decisions/s %.2f" % (load, name, off, r[0], r[2], r[3], r[1]))
 EOF
