@@ -6,7 +6,7 @@ import "fmt"
 // files and APIs use.
 type Algorithm string
 
-// The six algorithms. docs/algorithms.md explains when to choose each.
+// The algorithms. docs/algorithms.md explains when to choose each.
 const (
 	// FixedWindow counts units per window aligned to the epoch. Cheap, but up to
 	// 2L can pass in one period that straddles a window boundary.
@@ -25,10 +25,20 @@ const (
 	// GCRA is the generic cell rate algorithm: the token bucket's decisions kept
 	// in one stored timestamp (and the tolerance it was admitted under).
 	GCRA Algorithm = "gcra"
+	// Concurrency limits requests in flight rather than a rate: at most
+	// Limit slots of a key are held at once, each acquired by a request and
+	// released when it ends, or Period after it was acquired if it never is
+	// (concurrency.go). It is not in Algorithms: a Limiter acquires and
+	// releases its slots (Acquire) instead of deciding costs (Allow).
+	Concurrency Algorithm = "concurrency"
 )
 
-// Algorithms lists every algorithm, in a stable order.
+// Algorithms lists every rate algorithm, the ones Decide applies, in a
+// stable order. Concurrency, which holds slots instead, is not among them.
 var Algorithms = []Algorithm{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, LeakyBucket, GCRA}
+
+// algorithmNames lists every valid name, for errors.
+const algorithmNames = "fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra, concurrency"
 
 // ParseAlgorithm returns the Algorithm named s, or an error listing the valid names.
 func ParseAlgorithm(s string) (Algorithm, error) {
@@ -36,12 +46,12 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	if a.valid() {
 		return a, nil
 	}
-	return "", fmt.Errorf("sluice: unknown algorithm %q (want one of fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra)", s)
+	return "", fmt.Errorf("sluice: unknown algorithm %q (want one of %s)", s, algorithmNames)
 }
 
 func (a Algorithm) valid() bool {
 	switch a {
-	case FixedWindow, SlidingLog, SlidingWindow, TokenBucket, LeakyBucket, GCRA:
+	case FixedWindow, SlidingLog, SlidingWindow, TokenBucket, LeakyBucket, GCRA, Concurrency:
 		return true
 	}
 	return false

@@ -59,3 +59,29 @@ func TestDecideInPlaceKeepsDecideRules(t *testing.T) {
 		})
 	}
 }
+
+// A log rebuilt with LogOf decides as the log Decide built: Newest reads its
+// newest entry back.
+func TestLogOfRebuildsALog(t *testing.T) {
+	p := &sluice.Policy{Name: "p", Algorithm: sluice.SlidingLog, Limit: 5, Period: time.Second}
+	var st sluice.State
+	for i, cost := range []int64{1, 2} {
+		st, _ = sluice.Decide(p, st, int64(1000*(i+1)), cost)
+	}
+	newest, ok := st.Log.Newest()
+	if !ok || newest != (sluice.LogEntry{Time: 2000, Cost: 2}) || st.Log.Len() != 2 {
+		t.Fatalf("Newest of %+v: %+v %v, want the entry of cost 2 at 2000", st, newest, ok)
+	}
+	rebuilt := sluice.State{Count: 3, Log: sluice.LogOf(sluice.LogEntry{Time: 1000, Cost: 1}, newest)}
+	for _, now := range []int64{2500, 1_000_999, 1_001_000, 1_002_000} {
+		for cost := range int64(4) {
+			_, want := sluice.Decide(p, st, now, cost)
+			if _, got := sluice.Decide(p, rebuilt, now, cost); got != want {
+				t.Fatalf("at %d cost %d: the rebuilt log gives %+v, the original %+v", now, cost, got, want)
+			}
+		}
+	}
+	if _, ok := (sluice.Log{}).Newest(); ok {
+		t.Fatal("Newest of an empty log reported an entry")
+	}
+}

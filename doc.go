@@ -31,6 +31,11 @@
 // Several limits that must hold together (per user and global) are checked with
 // [AllowAll]: all are admitted or none is, and a denial consumes nothing.
 //
+// A [Concurrency] policy limits requests in flight instead: [Limiter.Acquire]
+// takes one of a key's Limit slots and returns a [Slot] to release when the
+// request ends; a slot never released returns after Period, its lease.
+// [AcquireAll] combines slots with rate limits.
+//
 // The algorithm math is pure: [Decide] takes the state, the policy, the instant
 // and the cost and returns the new state and the Result. Stores only add storage,
 // locking and a clock around it (the Redis store runs the same math in Lua).

@@ -12,8 +12,9 @@ var (
 	// (L for the window algorithms and the log, Burst for the buckets). Waiting
 	// would not help, so this is an error rather than a denial.
 	ErrExceedsCapacity = errors.New("sluice: cost exceeds the policy's capacity")
-	// ErrInvalidPolicy: a Policy failed validation. The error is a *PolicyError
-	// naming the field.
+	// ErrInvalidPolicy: a Policy failed validation (the error is then a
+	// *PolicyError naming the field), or a Limiter was not built by New (a
+	// zero Limiter, or a nil one, as in a Check without a Limiter).
 	ErrInvalidPolicy = errors.New("sluice: invalid policy")
 	// ErrInvalidKey: the key is empty or longer than MaxKeyLen.
 	ErrInvalidKey = errors.New("sluice: invalid key")
@@ -42,6 +43,10 @@ func (e *PolicyError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrInvalidPolicy) true.
 func (e *PolicyError) Unwrap() error { return ErrInvalidPolicy }
+
+// errNotBuilt answers a call on a Limiter that New did not build: its zero
+// policy would otherwise be judged, each cost "exceeding the capacity 0".
+var errNotBuilt = fmt.Errorf("%w: a zero or nil Limiter: build one with sluice.New", ErrInvalidPolicy)
 
 var errInvalidKeyEmpty = fmt.Errorf("%w: key is empty", ErrInvalidKey)
 

@@ -20,11 +20,17 @@ func New(store Store, p Policy) (*Limiter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if _, ok := store.(SlotStore); !ok && p.Algorithm == Concurrency {
+		return nil, fmt.Errorf("sluice: New: policy %q is a concurrency policy, and %T holds no slots (it does not implement SlotStore)", p.Name, store)
+	}
 	return &Limiter{store: store, policy: p}, nil
 }
 
 // Policy returns the limiter's policy.
 func (l *Limiter) Policy() Policy { return l.policy }
+
+// Store returns the store the limiter decides on.
+func (l *Limiter) Store() Store { return l.store }
 
 // Allow asks to admit one unit for key. It is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
@@ -34,7 +40,12 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 // AllowN asks to admit n units for key. n = 0 is a peek: it reports the state
 // and consumes nothing. Errors wrap ErrInvalidKey, ErrInvalidCost,
 // ErrExceedsCapacity or the store's own failure; a denial is not an error.
+// A Limiter not built by New (its zero value, or nil) has no policy to
+// enforce: every call is an error wrapping ErrInvalidPolicy.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
+	if l == nil || l.store == nil {
+		return Result{}, errNotBuilt
+	}
 	req := Request{Policy: &l.policy, Key: key, Cost: n}
 	if err := CheckRequest(req); err != nil {
 		return Result{}, err
@@ -73,10 +84,34 @@ func (c Check) cost() (int64, error) {
 // consumed anywhere; every result has Allowed false and the same RetryAfter, the
 // largest among the denying limits, after which the whole set is admitted.
 // results[i] belongs to checks[i]. All limiters must share one store, and a
-// (policy, key) pair may appear only once.
+// (policy, key) pair may appear only once. A check without a Limiter, or with
+// one not built by New, is an error naming its index (wrapping
+// ErrInvalidPolicy), and nothing is decided.
 func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
 	if len(checks) == 0 {
 		return nil, nil
+	}
+	reqs, err := requests(checks, false)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]Result, len(checks))
+	if err := checks[0].Limiter.store.DecideAll(ctx, reqs, results); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// requests checks the checks of one AllowAll (slots false) or AcquireAll
+// (slots true: concurrency checks allowed) and returns their requests.
+func requests(checks []Check, slots bool) ([]Request, error) {
+	for i, c := range checks {
+		switch {
+		case c.Limiter == nil:
+			return nil, fmt.Errorf("check %d: %w: the Limiter is nil", i, ErrInvalidPolicy)
+		case c.Limiter.store == nil:
+			return nil, fmt.Errorf("check %d: %w", i, errNotBuilt)
+		}
 	}
 	store := checks[0].Limiter.store
 	reqs := make([]Request, len(checks))
@@ -87,7 +122,11 @@ func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
 		cost, err := c.cost()
 		if err == nil {
 			reqs[i] = Request{Policy: &c.Limiter.policy, Key: c.Key, Cost: cost}
-			err = CheckRequest(reqs[i])
+			if slots && reqs[i].Policy.Algorithm == Concurrency {
+				err = CheckSlotRequest(reqs[i])
+			} else {
+				err = CheckRequest(reqs[i])
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("check %d (policy %q): %w", i, c.Limiter.policy.Name, err)
@@ -99,9 +138,5 @@ func AllowAll(ctx context.Context, checks ...Check) ([]Result, error) {
 			}
 		}
 	}
-	results := make([]Result, len(checks))
-	if err := store.DecideAll(ctx, reqs, results); err != nil {
-		return nil, err
-	}
-	return results, nil
+	return reqs, nil
 }

@@ -17,9 +17,12 @@ type Policy struct {
 	Name string
 	// Algorithm decides how the limit is enforced.
 	Algorithm Algorithm
-	// Limit is L, the units admitted per Period (≥ 1).
+	// Limit is L, the units admitted per Period (≥ 1); for Concurrency, the
+	// slots a key may hold at once.
 	Limit int64
-	// Period is P: at least a millisecond, in whole microseconds.
+	// Period is P: at least a millisecond, in whole microseconds. For
+	// Concurrency it is the lease: a slot never released returns by itself
+	// P after it was acquired.
 	Period time.Duration
 	// Burst is B, the bucket capacity of TokenBucket, LeakyBucket and GCRA.
 	// 0 means B = L. It must be 0 for the other algorithms.
@@ -63,7 +66,7 @@ func (p *Policy) Validate() error {
 		return bad("Name", "%s", err)
 	}
 	if !p.Algorithm.valid() {
-		return bad("Algorithm", "unknown algorithm %q (want one of fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra)", string(p.Algorithm))
+		return bad("Algorithm", "unknown algorithm %q (want one of %s)", string(p.Algorithm), algorithmNames)
 	}
 	if p.Limit < 1 {
 		return bad("Limit", "must be at least 1, got %d", p.Limit)
@@ -90,6 +93,8 @@ func (p *Policy) Validate() error {
 	case p.Algorithm == SlidingLog && p.Limit > MaxSlidingLogLimit:
 		return bad("Limit", "sliding_log keeps one entry per admitted unit: limit %d would hold up to %s per key in Redis (%s in memory), more than the cap of %d entries; use sliding_window or gcra, or a smaller limit over a shorter period",
 			p.Limit, formatBytes(p.Limit*logEntryBytesRedis), formatBytes(memoryLogBytes(p.Limit)), MaxSlidingLogLimit)
+	case p.Algorithm == Concurrency && p.Limit > MaxConcurrencyLimit:
+		return bad("Limit", "concurrency holds one slot per request in flight: limit %d is more than the cap of %d slots per key", p.Limit, MaxConcurrencyLimit)
 	case p.Algorithm == SlidingWindow && p.Limit > maxExact/period:
 		// The decision compares prev·(P−e) with (L−cur−n)·P.
 		return bad("Limit", "sliding_window needs Limit × Period (in µs) of at most 2^53; %d per %v is too large: use a shorter period or gcra", p.Limit, p.Period)

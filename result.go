@@ -29,3 +29,14 @@ type Result struct {
 	// Stores that hold the state themselves never set it.
 	Degraded bool
 }
+
+// Quota is one limit's part of a decision: the policy that was applied and
+// the Result it gave. Front ends describe a decision to clients by its quotas
+// (the RateLimit-Policy and RateLimit header fields of package httplimit, the
+// metadata of package grpclimit).
+type Quota struct {
+	// Policy is the policy the request was decided under.
+	Policy *Policy
+	// Result is what that policy decided for the request.
+	Result Result
+}

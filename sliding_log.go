@@ -73,6 +73,19 @@ func (l Log) at(i int) LogEntry { return l.buf[(l.head+i)&(len(l.buf)-1)] }
 
 func (l Log) oldest() LogEntry { return l.at(0) }
 
+// Newest returns the newest entry, and false when the log is empty.
+func (l Log) Newest() (LogEntry, bool) { return l.newest() }
+
+// LogOf returns a log holding entries, oldest first: for a store that keeps a
+// log in a form of its own and rebuilds it for a decision.
+func LogOf(entries ...LogEntry) Log {
+	var l Log
+	for _, e := range entries {
+		l = l.push(e)
+	}
+	return l
+}
+
 func (l Log) newest() (LogEntry, bool) {
 	if l.n == 0 {
 		return LogEntry{}, false

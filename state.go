@@ -1,6 +1,9 @@
 package sluice
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // State is one key's stored state under one policy. The zero State is the initial
 // (unused) state of every algorithm, and a store may forget a key whose state is
@@ -21,9 +24,10 @@ type State struct {
 // (memory does) and both answer alike.
 //
 // Decide is pure: it reads no clock and keeps nothing. p must be valid and cost
-// within [0, p.Capacity()]; see CheckRequest. The new state may share s.Log's
-// buffer, but only appends beyond s's entries, so s stays intact until the caller
-// replaces it — which lets a store try a batch and drop it.
+// within [0, p.Capacity()]; see CheckRequest. A policy of an unknown algorithm
+// is not decided by another one: Decide panics, naming it. The new state may
+// share s.Log's buffer, but only appends beyond s's entries, so s stays intact
+// until the caller replaces it — which lets a store try a batch and drop it.
 func Decide(p *Policy, s State, now, cost int64) (State, Result) {
 	var res Result
 	DecideInPlace(p, &s, now, cost, &res)
@@ -54,9 +58,19 @@ func DecideInPlace(p *Policy, s *State, now, cost int64, res *Result) {
 		tokenBucket(p, s, now, cost, res)
 	case LeakyBucket:
 		leakyBucket(p, s, now, cost, res)
-	default:
+	case GCRA:
 		gcra(p, s, now, cost, res)
+	default:
+		// Deciding by another algorithm would enforce a limit nobody set,
+		// and there is no error to return: only code that skipped
+		// Policy.Validate gets here, and a panic admits nothing.
+		unknownAlgorithm(p)
 	}
+}
+
+// unknownAlgorithm panics saying p's algorithm is none of Sluice's.
+func unknownAlgorithm(p *Policy) {
+	panic(fmt.Sprintf("sluice: Decide: policy %q has unknown algorithm %q: validate policies with Policy.Validate (sluice.New does)", p.Name, string(p.Algorithm)))
 }
 
 // micros converts microseconds to a Duration.

@@ -12,9 +12,13 @@ type Request struct {
 // Store holds the per-key state and applies the algorithm math atomically.
 //
 // Stores receive requests through a Limiter, which has validated the policy, the
-// key and the cost (see CheckRequest); a store may assume them valid. Every store
-// must pass the conformance suite in package storetest, which asserts the
-// semantics documented on Result.
+// key and the cost (see CheckRequest); a store may assume them valid. A store
+// must still never decide a policy by an algorithm it does not name: given one
+// of an unknown algorithm (only code that skipped Policy.Validate can), the
+// stores of this module panic saying so before they change or send anything,
+// as Decide does, rather than admit under a limit nobody set. Every store must
+// pass the conformance suite in package storetest, which asserts the semantics
+// documented on Result.
 type Store interface {
 	// Decide applies one request and returns its Result.
 	Decide(ctx context.Context, req Request) (Result, error)
@@ -28,14 +32,19 @@ type Store interface {
 }
 
 // CheckRequest reports whether a request carries a key and a cost its (already
-// validated) policy can decide: ErrInvalidKey, ErrInvalidCost or ErrExceedsCapacity.
+// validated) policy can decide: ErrInvalidKey, ErrInvalidCost or
+// ErrExceedsCapacity, or ErrAcquireOnly for a Concurrency policy, whose slots
+// are acquired (CheckSlotRequest), never decided.
 func CheckRequest(req Request) error {
-	// The common request passes on integer compares alone: a cost within both
-	// Limit and Burst is within the capacity, whichever of them it is, with no
-	// look at the algorithm.
+	// The common request passes on integer compares and one look at the
+	// algorithm: a cost within both Limit and Burst is within the capacity,
+	// whichever of them it is.
 	p := req.Policy
-	if n := len(req.Key); n != 0 && n <= MaxKeyLen && req.Cost >= 0 && req.Cost <= p.Limit && (p.Burst == 0 || req.Cost <= p.Burst) {
+	if n := len(req.Key); n != 0 && n <= MaxKeyLen && req.Cost >= 0 && req.Cost <= p.Limit && (p.Burst == 0 || req.Cost <= p.Burst) && p.Algorithm != Concurrency {
 		return nil
+	}
+	if p.Algorithm == Concurrency {
+		return errAcquireOnly(p)
 	}
 	if req.Key == "" {
 		return errInvalidKeyEmpty

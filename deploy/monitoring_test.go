@@ -109,11 +109,16 @@ type dashboardPanel struct {
 	GridPos     struct{ H, W, X, Y int } `json:"gridPos"`
 	FieldConfig struct {
 		Defaults struct {
-			Unit   string `json:"unit"`
+			Unit  string `json:"unit"`
+			Color struct {
+				Mode       string `json:"mode"`
+				FixedColor string `json:"fixedColor"`
+			} `json:"color"`
 			Custom struct {
 				AxisLabel string `json:"axisLabel"`
 			} `json:"custom"`
 		} `json:"defaults"`
+		Overrides []fieldOverride `json:"overrides"`
 	} `json:"fieldConfig"`
 	Targets []struct {
 		RefID        string `json:"refId"`

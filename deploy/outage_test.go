@@ -13,11 +13,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
-
-// outageWait bounds each wait on the running sluice serve: generous, for a
-// loaded machine.
-const outageWait = 30 * time.Second
 
 // decision is what one POST /v1/check answered.
 type decision struct {
@@ -106,17 +103,10 @@ func TestRedisOutageKeepsPodsReady(t *testing.T) {
 			}
 
 			// Redis decides.
-			deadline := time.Now().Add(outageWait)
-			for {
+			testwait.UntilSaw(t, "Redis deciding", func() (bool, string) {
 				code, body := httpGet(t, base+"/readyz/store")
-				if code == 200 && !decide(t, base, "api_per_key", "before").body.Checks[0].Degraded {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("Redis does not decide within %v: /readyz/store %d %s", outageWait, code, body)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return code == 200 && !decide(t, base, "api_per_key", "before").body.Checks[0].Degraded, fmt.Sprintf("/readyz/store %d %s", code, body)
+			})
 			if code, body := ready(); code != 200 {
 				t.Fatalf("readiness probe %s with Redis up: %d %s", probe.HTTPGet.Path, code, body)
 			}

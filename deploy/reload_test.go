@@ -6,11 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-)
 
-// reloadTimeout bounds the wait for a reload after a ConfigMap update.
-const reloadTimeout = 60 * time.Second
+	"github.com/sluicehq/sluice/internal/testwait"
+)
 
 // kubeletDir lays out a ConfigMap volume as the kubelet does: the files live
 // in a timestamped directory, ..data points at it, and each file name is a
@@ -103,17 +101,10 @@ func TestConfigMapUpdateReloads(t *testing.T) {
 	}
 
 	vol.update(map[string]string{after.name: after.text})
-	deadline := time.Now().Add(reloadTimeout)
-	for {
+	testwait.UntilSaw(t, "the ConfigMap update reloaded", func() (bool, string) {
 		_, body := httpGet(t, base+"/v1/policies")
-		if strings.Contains(body, "added_by_update") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ConfigMap update was not reloaded within %v; /v1/policies: %s", reloadTimeout, body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.Contains(body, "added_by_update"), "/v1/policies: " + body
+	})
 	// The new policy decides: 3 per minute, then denied.
 	for i := range 3 {
 		if got := check(t, base, "added_by_update", "k"); got != 200 {

@@ -17,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // renderFile turns on TestRenderDashboard: make dashboard-png sets it to
@@ -35,18 +39,19 @@ const (
 	renderScrapeStep = time.Second
 )
 
-const renderConfig = `store:
-  url: %s
-  timeout: 50ms
-  on_error: open
-policies:
-  - {name: api_per_key, algorithm: gcra, limit: 600, period: 1m, burst: 20}
-  - {name: login_attempts, algorithm: sliding_log, limit: 5, period: 1m}
-  - {name: api_per_ip_trial, algorithm: sliding_window, limit: 300, period: 1m, shadow: true}
+// renderPolicies replace the shipped policies for the run: limits its load
+// both meets and exceeds, a sliding log, and a shadow policy.
+const renderPolicies = `
+- {name: api_per_key, algorithm: gcra, limit: 600, period: 1m, burst: 20}
+- {name: login_attempts, algorithm: sliding_log, limit: 5, period: 1m}
+- {name: api_per_ip_trial, algorithm: sliding_window, limit: 300, period: 1m, shadow: true}
 `
 
 // TestRenderDashboard runs sluice serve on a real Redis under sluice bench,
 // scraped by a real Prometheus, and draws every dashboard query over the run.
+// The store section is the one the manifests ship (the chart's defaults are
+// the same; TestRedisOutageKeepsPodsReady holds both), so the outage shows
+// what the shipped fail policy does.
 func TestRenderDashboard(t *testing.T) {
 	if *renderFile == "" {
 		t.Skip("draws docs/deploy-dashboard.png: make dashboard-png")
@@ -55,11 +60,12 @@ func TestRenderDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal("prometheus is not installed (Debian package prometheus)")
 	}
+	shipped, store := renderConfig(t)
 	redis := redistest.Start(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "sluice.yaml")
-	writeAtomic(t, config, fmt.Sprintf(renderConfig, redis.URL()))
-	base := startServe(t, "--config", config)
+	writeAtomic(t, config, shipped)
+	base := startServe(t, "--config", config, "--store", redis.URL())
 
 	promURL := startPrometheus(t, promBin, strings.TrimPrefix(base, "http://"))
 	start := time.Now()
@@ -80,7 +86,7 @@ func TestRenderDashboard(t *testing.T) {
 	at(renderBadConfig)
 	writeAtomic(t, config, "policies: [{name: broken, algorithm: nope}]\n")
 	at(renderFixConfig)
-	writeAtomic(t, config, fmt.Sprintf(renderConfig, redis.URL()))
+	writeAtomic(t, config, shipped)
 	at(renderRedisDown)
 	redis.Kill()
 	at(renderRedisUp)
@@ -89,9 +95,10 @@ func TestRenderDashboard(t *testing.T) {
 	end := time.Now()
 	time.Sleep(3 * renderScrapeStep) // the last scrapes
 
+	events := renderEvents(store)
 	var panels []*renderedPanel
 	for _, p := range readDashboard(t).Panels {
-		rp := newRenderedPanel(p)
+		rp := newRenderedPanel(p, events)
 		for _, q := range p.Targets {
 			for _, s := range queryRange(t, promURL, renderVars.Replace(q.Expr), start, end) {
 				if len(p.Targets) == 1 && !slices.ContainsFunc(s.points, func(pt [2]float64) bool { return pt[1] != 0 }) {
@@ -101,7 +108,7 @@ func TestRenderDashboard(t *testing.T) {
 				if strings.Contains(name, "127.0.0.1") {
 					t.Errorf("panel %q: series %q names the test's address", p.Title, name)
 				}
-				if err := rp.add(name, s.points, start); err != nil {
+				if err := rp.add(name, s.labels, s.points, start); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -116,9 +123,32 @@ func TestRenderDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := drawDashboard(panels).WriteTo(f); err != nil {
+	if _, err := drawDashboard(panels, events).WriteTo(f); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// renderConfig returns the manifests' sluice.yaml with renderPolicies in
+// place of its policies, and its store section.
+func renderConfig(t *testing.T) (string, config.Store) {
+	t.Helper()
+	o, _ := manifestObjects(t)
+	files := checkSluiceObjects(t, &o)
+	cfg, _ := checkFailPolicy(t, &o, files)
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(files[0].text), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var policies []any
+	if err := yaml.Unmarshal([]byte(renderPolicies), &policies); err != nil {
+		t.Fatal(err)
+	}
+	doc["policies"] = policies
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), cfg.Store
 }
 
 // renderVars gives the dashboard's variables values for the run: the rate
@@ -174,20 +204,15 @@ scrape_configs:
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	promURL := "http://" + addr
-	deadline := time.Now().Add(startTimeout)
-	for {
+	testwait.UntilSaw(t, "prometheus ready", func() (bool, string) {
 		resp, err := http.Get(promURL + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return promURL
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus did not become ready within %v", startTimeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+	return promURL
 }
 
 type series struct {
@@ -234,7 +259,7 @@ func queryRange(t *testing.T, promURL, expr string, start, end time.Time) []seri
 		}
 		ss = append(ss, s)
 	}
-	slices.SortFunc(ss, func(a, b series) int { return strings.Compare(fmt.Sprint(a.labels), fmt.Sprint(b.labels)) })
+	slices.SortFunc(ss, seriesOrder)
 	return ss
 }
 

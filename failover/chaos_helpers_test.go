@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -64,7 +65,7 @@ func openRedis(t *testing.T, url string, opts ...redisstore.Option) *redisstore.
 	if err != nil {
 		t.Fatalf("redisstore.Open(%s): %v", url, err)
 	}
-	t.Cleanup(rs.Close)
+	t.Cleanup(func() { _ = rs.Close() })
 	return rs
 }
 
@@ -130,21 +131,16 @@ func (b *breakerLog) count() int {
 }
 
 // waitDecided decides key on s until Redis, not the fail policy, answers, and
-// returns that result; it fails the test if that does not happen within
-// limit.
-func waitDecided(t *testing.T, s sluice.Store, key string, limit time.Duration) sluice.Result {
+// returns that result; it fails the test if that does not happen at all.
+func waitDecided(t *testing.T, s sluice.Store, key string) sluice.Result {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		r, err := s.Decide(context.Background(), sluice.Request{Policy: chaosPolicy, Key: key, Cost: 1})
-		if err == nil && !r.Degraded {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no decision by Redis on %q within %v: last %+v, %v", key, limit, r, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var r sluice.Result
+	testwait.UntilSaw(t, "a decision by Redis on "+key, func() (bool, string) {
+		var err error
+		r, err = s.Decide(context.Background(), sluice.Request{Policy: chaosPolicy, Key: key, Cost: 1})
+		return err == nil && !r.Degraded, fmt.Sprintf("%+v, %v", r, err)
+	})
+	return r
 }
 
 // chaosCall is one Decide made by the load.
@@ -221,26 +217,13 @@ func (l *load) halt() []chaosCall {
 // keyOf is the index of worker w's key.
 func (l *load) keyOf(w int) int { return w % len(l.keys) }
 
-// waitFor polls cond until it holds or limit passes, and reports whether it
-// held.
-func waitFor(limit time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return cond()
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
-}
-
 // waitRedis waits, for at most limit, until a call decided by Redis has
 // ended after from: for any worker (all false) or for every worker (all
 // true), among the workers whose key keyOK accepts (nil: all). It reports
 // whether that happened; the exact times are read from the records once the
 // load is halted.
 func (l *load) waitRedis(from time.Time, limit time.Duration, all bool, keyOK func(int) bool) bool {
-	return waitFor(limit, func() bool {
+	return testwait.For(limit, func() bool {
 		seen, want := 0, 0
 		for w := range l.lastRedis {
 			if keyOK != nil && !keyOK(l.keyOf(w)) {
@@ -268,7 +251,7 @@ func (l *load) mark() []int64 {
 // since mark, and reports whether they did: a worker that does not is stuck
 // in a call.
 func (l *load) waitCalls(mark []int64, n int64, limit time.Duration) bool {
-	return waitFor(limit, func() bool {
+	return testwait.For(limit, func() bool {
 		for w := range l.made {
 			if l.made[w].Load()-mark[w] < n {
 				return false
@@ -322,8 +305,8 @@ func runOutage(t *testing.T, l *load, fault, heal func()) (outage, []chaosCall) 
 	t.Helper()
 	var o outage
 	started := time.Now()
-	if !l.waitRedis(started, 5*time.Second, false, nil) {
-		t.Fatal("no call was decided by Redis in the 5 s after the load started")
+	if !l.waitRedis(started, testwait.Timeout, false, nil) {
+		t.Fatalf("no call was decided by Redis in the %v after the load started", testwait.Timeout)
 	}
 	time.Sleep(200 * time.Millisecond)
 	o.faulting = time.Now()
@@ -337,7 +320,7 @@ func runOutage(t *testing.T, l *load, fault, heal func()) (outage, []chaosCall) 
 	o.healing = time.Now()
 	heal()
 	o.healed = time.Now()
-	l.waitRedis(o.healed, 10*time.Second, true, nil) // checked on the records
+	l.waitRedis(o.healed, testwait.Timeout, true, nil) // checked on the records
 	time.Sleep(300 * time.Millisecond)
 	return o, l.halt()
 }

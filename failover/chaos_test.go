@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -43,7 +44,7 @@ func TestChaosKill(t *testing.T) {
 			var bl breakerLog
 			fs := newChaosStore(rs, mode, &bl)
 			keys := []string{"k0", "k1", "k2", "k3"}
-			waitDecided(t, fs, "warm", 5*time.Second)
+			waitDecided(t, fs, "warm")
 
 			l := startLoad(t, fs, chaosWorkers, keys...)
 			o, calls := runOutage(t, l, srv.Kill, srv.Restart)
@@ -118,7 +119,7 @@ func TestChaosPause(t *testing.T) {
 	rs := openRedis(t, srv.URL())
 	var bl breakerLog
 	fs := newChaosStore(rs, failover.FailClosed, &bl)
-	waitDecided(t, fs, "warm", 5*time.Second)
+	waitDecided(t, fs, "warm")
 
 	l := startLoad(t, fs, chaosWorkers, "k0", "k1", "k2", "k3")
 	o, calls := runOutage(t, l, srv.Pause, srv.Resume)
@@ -207,7 +208,7 @@ func TestChaosNoScript(t *testing.T) {
 	}
 	// decisions waits until n decisions more than from have been made.
 	decisions := func(from, more int64) bool {
-		return waitFor(10*time.Second, func() bool { return n.Load()-from >= more })
+		return testwait.For(testwait.Timeout, func() bool { return n.Load()-from >= more })
 	}
 	report := func(what string, made int64, bad []string) {
 		t.Helper()
@@ -271,8 +272,8 @@ func TestChaosNoScript(t *testing.T) {
 	// server closed. (The calls failing while Redis is down are no concern
 	// here; TestChaosKill covers them.)
 	srv.Restart()
-	if !waitFor(10*time.Second, func() bool { return fs.Reset(context.Background(), pols[0], "reconnect") == nil }) {
-		t.Fatalf("Reset after Restart still fails after 10 s")
+	if !testwait.For(testwait.Timeout, func() bool { return fs.Reset(context.Background(), pols[0], "reconnect") == nil }) {
+		t.Fatalf("Reset after Restart still fails after %v", testwait.Timeout)
 	}
 	if libs := mustDo(t, srv, "FUNCTION", "LIST"); !strings.Contains(libs, "sluice_") {
 		t.Errorf("after the restart and one Reset the server has no sluice library: %q", libs)
@@ -351,16 +352,16 @@ func TestChaosLazyConnect(t *testing.T) {
 	srv.Restart()
 	up := time.Now()
 	var connected time.Time
-	if !waitFor(10*time.Second, func() bool {
+	if !testwait.For(testwait.Timeout, func() bool {
 		_, err := rs.Decide(context.Background(), req)
 		if err == nil {
 			connected = time.Now()
 		}
 		return err == nil
 	}) {
-		t.Fatalf("the lazy Store still fails 10 s after redis-server started")
+		t.Fatalf("the lazy Store still fails %v after redis-server started", testwait.Timeout)
 	}
-	r := waitDecided(t, fs, "k", 5*time.Second)
+	r := waitDecided(t, fs, "k")
 	recovered := time.Now()
 	t.Logf("slowest call while down %v (not counting stalls); redis-server start took %v; the Store decided %v after it was up, the fail-over Store %v",
 		worst.Round(time.Millisecond), up.Sub(restarting).Round(time.Millisecond),

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -81,8 +82,8 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 	keys = append(keys, others...)
 	onVictim := func(k int) bool { return k < 4 }
 	for _, k := range keys {
-		waitDecided(t, fs, k, 5*time.Second)
-		waitDecided(t, base, k, 5*time.Second)
+		waitDecided(t, fs, k)
+		waitDecided(t, base, k)
 	}
 	if got := rs.NodeOf(chaosPolicy, keys[0]); got != serverOn(t, c, victim.port).Addr() {
 		t.Fatalf("NodeOf(%s) = %q before the kill, want the victim %s", keys[0], got, serverOn(t, c, victim.port).Addr())
@@ -90,8 +91,8 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 
 	l := startLoad(t, fs, chaosWorkers/2, keys...)
 	lb := startLoad(t, base, chaosWorkers/2, keys...)
-	if !l.waitRedis(time.Now(), 5*time.Second, false, nil) || !lb.waitRedis(time.Now(), 5*time.Second, false, nil) {
-		t.Fatal("no call was decided by Redis in the 5 s after the load started")
+	if !l.waitRedis(time.Now(), testwait.Timeout, false, nil) || !lb.waitRedis(time.Now(), testwait.Timeout, false, nil) {
+		t.Fatalf("no call was decided by Redis in the %v after the load started", testwait.Timeout)
 	}
 	time.Sleep(200 * time.Millisecond)
 	killing := time.Now()
@@ -110,7 +111,7 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 
 	// Wait for the replica to be the master of the victim's slots.
 	var promoted time.Time
-	if !waitFor(30*time.Second, func() bool {
+	if !testwait.For(testwait.Timeout, func() bool {
 		owner, ok := slotOwner(clusterNodes(t, c), slotOf(keys[0]))
 		return ok && owner.id == replica.id
 	}) {
@@ -121,7 +122,7 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 		t.Fatalf("replica %d was not promoted within 30 s of killing master %d", replica.port, victim.port)
 	}
 	promoted = time.Now()
-	l.waitRedis(dead, 30*time.Second, true, onVictim) // checked on the records
+	l.waitRedis(dead, testwait.Timeout, true, onVictim) // checked on the records
 	time.Sleep(300 * time.Millisecond)
 	calls, baseCalls := l.halt(), lb.halt()
 
@@ -178,12 +179,12 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 			t.Fatalf("no slot is served by the promoted replica: %+v", now)
 		}
 	}
-	r := waitDecided(t, fs, fresh, 5*time.Second)
+	r := waitDecided(t, fs, fresh)
 	if got := mustDo(t, serverOn(t, c, replica.port), "EXISTS", rs.Key(chaosPolicy, fresh)); got != "1" {
 		t.Errorf("a decision after the fail-over (%+v) left no state on the new master (EXISTS = %s)", r, got)
 	}
 	// The store's slot map moved the slots to the new master.
-	if !waitFor(10*time.Second, func() bool { return rs.NodeOf(chaosPolicy, fresh) == serverOn(t, c, replica.port).Addr() }) {
-		t.Errorf("NodeOf(%s) = %q 10 s after the promotion, want the new master %s", fresh, rs.NodeOf(chaosPolicy, fresh), serverOn(t, c, replica.port).Addr())
+	if !testwait.For(testwait.Timeout, func() bool { return rs.NodeOf(chaosPolicy, fresh) == serverOn(t, c, replica.port).Addr() }) {
+		t.Errorf("NodeOf(%s) = %q long after the promotion, want the new master %s", fresh, rs.NodeOf(chaosPolicy, fresh), serverOn(t, c, replica.port).Addr())
 	}
 }

@@ -35,6 +35,10 @@
 // cost) pass through unchanged, and a caller's own cancellation is never
 // counted against the store.
 //
+// Concurrency slots (sluice.SlotStore) follow the same fail policy; a
+// slot's token records where it was acquired, so that its release goes
+// there (see Store.AcquireSlot).
+//
 // What is lost while degraded: admissions under FailOpen and FailLocal are
 // not recorded in the primary, so when it comes back its counts are lower
 // than the traffic that passed; local counts are not copied back.

@@ -156,6 +156,11 @@ func New(primary sluice.Store, opts ...Option) *Store {
 	return s
 }
 
+// Close returns nil. The Store holds no connection or goroutine, and it
+// closes neither its primary nor its local store: whoever opened them closes
+// them, after this Store (a lease.Store around it first).
+func (s *Store) Close() error { return nil }
+
 // Local returns the store FailLocal decides on (set by WithLocal under any
 // mode, but used only under FailLocal).
 func (s *Store) Local() sluice.Store { return s.local }
@@ -172,6 +177,14 @@ func (s *Store) Failures() uint64 { return s.failed.Load() }
 
 // Timeout returns the timeout the next call to the primary gets (0: none).
 func (s *Store) Timeout() time.Duration { return s.timeouts.timeout() }
+
+// Budget returns how long a decision marked by MarkStart may take, waits
+// included: the maximum timeout (WithAdaptiveTimeout) or the fixed one
+// (WithTimeout); 0 when calls have no timeout. A caller that waits before it
+// calls the Store (package lease, for its key's reservation in flight) waits
+// at most this long since the mark, then calls with nothing left, and the
+// fail policy decides at once.
+func (s *Store) Budget() time.Duration { return s.timeouts.budget() }
 
 // Call describes one finished call to the primary, for metrics and logs.
 type Call struct {
@@ -340,4 +353,4 @@ func callerError(err error) bool {
 }
 
 var callerErrors = []error{sluice.ErrInvalidKey, sluice.ErrInvalidCost, sluice.ErrExceedsCapacity,
-	sluice.ErrInvalidPolicy, sluice.ErrDuplicateCheck}
+	sluice.ErrInvalidPolicy, sluice.ErrDuplicateCheck, sluice.ErrAcquireOnly, sluice.ErrNotConcurrency}

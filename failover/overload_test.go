@@ -61,7 +61,7 @@ func (r overloadRun) String() string {
 // admitted.
 func runOverload(t *testing.T, srv *redistest.Server, s sluice.Store, stalls int) overloadRun {
 	t.Helper()
-	waitDecided(t, s, "warm", 10*time.Second)
+	waitDecided(t, s, "warm")
 	var (
 		run  overloadRun
 		stop atomic.Bool

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestShardKilledPartialCharges measures what an all-or-nothing set across
@@ -75,10 +76,10 @@ func TestShardKilledPartialCharges(t *testing.T) {
 		})
 	}
 	// Kill one shard once the load runs: sets in flight then fail part way.
-	if !waitFor(30*time.Second, func() bool { return admittedBefore.Load() >= 50 }) {
+	if !testwait.For(testwait.Timeout, func() bool { return admittedBefore.Load() >= 50 }) {
 		stop.Store(true)
 		wg.Wait()
-		t.Fatal("fewer than 50 sets admitted in 30 s before the kill")
+		t.Fatalf("fewer than 50 sets admitted in %v before the kill", testwait.Timeout)
 	}
 	servers[1].Kill()
 	time.Sleep(time.Second)

@@ -96,10 +96,7 @@ func (t *timeouts) bound(ctx context.Context) (cctx context.Context, cancel cont
 	if d <= 0 {
 		return ctx, func() {}, true
 	}
-	limit := t.max
-	if t.fixed > 0 {
-		limit = t.fixed
-	}
+	limit := t.budget()
 	if start, marked := ctx.Value(startKey{}).(time.Time); marked {
 		if limit -= time.Since(start); limit <= 0 {
 			return nil, nil, false
@@ -126,6 +123,18 @@ func (t *timeouts) bound(ctx context.Context) (cctx context.Context, cancel cont
 		w.mu.Unlock()
 		cancelCause(context.Canceled)
 	}, true
+}
+
+// budget is how long a decision marked by MarkStart may take: the max
+// adaptive timeout or the fixed one; 0 when calls have no timeout.
+func (t *timeouts) budget() time.Duration {
+	switch {
+	case t.fixed > 0:
+		return t.fixed
+	case t.fixed < 0:
+		return 0
+	}
+	return t.max
 }
 
 // startKey is the context key of MarkStart.

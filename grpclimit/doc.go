@@ -12,7 +12,7 @@
 // values as the HTTP fields of the same names.
 //
 //	in, err := grpclimit.New(
-//		grpclimit.Limit(perClient, grpclimit.ByMetadata("x-api-key"), grpclimit.FallbackKey(grpclimit.ByPeer())),
+//		grpclimit.Limit(perClient, grpclimit.ByMetadata("x-api-key"), grpclimit.WithFallbackKey(grpclimit.ByPeer())),
 //		grpclimit.Limit(global, grpclimit.Global()),
 //	)
 //	...

@@ -290,9 +290,9 @@ func TestShadow(t *testing.T) {
 	var got []grpclimit.ShadowDenial
 	c := start(t,
 		grpclimit.Limit(enforced, grpclimit.Global()),
-		grpclimit.Limit(tight, grpclimit.ByPeer(), grpclimit.Shadow()),
-		grpclimit.Limit(roomy, grpclimit.ByPeer(), grpclimit.Shadow()),
-		grpclimit.OnShadowDenial(func(_ context.Context, method string, d grpclimit.ShadowDenial) {
+		grpclimit.Limit(tight, grpclimit.ByPeer(), grpclimit.WithShadow()),
+		grpclimit.Limit(roomy, grpclimit.ByPeer(), grpclimit.WithShadow()),
+		grpclimit.WithShadowDenialHandler(func(_ context.Context, method string, d grpclimit.ShadowDenial) {
 			mu.Lock()
 			defer mu.Unlock()
 			if method != checkMethod {
@@ -356,14 +356,14 @@ func TestStoreError(t *testing.T) {
 	boom := errors.New("redis: connection refused")
 	lim := newLimiter(t, failingStore{boom}, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second})
 	var log syncBuffer
-	if o := check(t, start(t, grpclimit.Limit(lim, grpclimit.Global()), grpclimit.Logger(slog.New(slog.NewTextHandler(&log, nil))))); status.Code(o.err) != codes.Unavailable {
+	if o := check(t, start(t, grpclimit.Limit(lim, grpclimit.Global()), grpclimit.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))); status.Code(o.err) != codes.Unavailable {
 		t.Fatalf("default: %v, want Unavailable", o.err)
 	}
 	if !strings.Contains(log.String(), "level=ERROR") || !strings.Contains(log.String(), "connection refused") {
 		t.Fatalf("log %q does not report the error", log.String())
 	}
 	c := start(t, grpclimit.Limit(lim, grpclimit.Global()),
-		grpclimit.OnError(func(_ context.Context, _ string, err error) error {
+		grpclimit.WithErrorHandler(func(_ context.Context, _ string, err error) error {
 			if !errors.Is(err, boom) {
 				t.Errorf("%v does not wrap the store's error", err)
 			}
@@ -377,9 +377,9 @@ func TestStoreError(t *testing.T) {
 func TestNoMetadataWhenAllowedAndCost(t *testing.T) {
 	store, _ := fakeStore()
 	lim := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Minute})
-	c := start(t, grpclimit.Limit(lim, grpclimit.Global()), grpclimit.NoMetadataWhenAllowed(),
-		grpclimit.Logger(slog.New(slog.DiscardHandler)),
-		grpclimit.Cost(func(ctx context.Context, method string) int64 {
+	c := start(t, grpclimit.Limit(lim, grpclimit.Global()), grpclimit.WithMetadataOnDenialOnly(),
+		grpclimit.WithLogger(slog.New(slog.DiscardHandler)),
+		grpclimit.WithCost(func(ctx context.Context, method string) int64 {
 			n, _ := strconv.ParseInt(metadata.ValueFromIncomingContext(ctx, "cost")[0], 10, 64)
 			return n
 		}))
@@ -447,8 +447,8 @@ func TestNewRejectsBadConfigurations(t *testing.T) {
 		"zero key":          {grpclimit.Limit(lim, grpclimit.Key{})},
 		"zero part":         {grpclimit.Limit(lim, grpclimit.Keys(grpclimit.ByPeer(), grpclimit.Key{}))},
 		"same policy twice": {grpclimit.Limit(lim, grpclimit.ByPeer()), grpclimit.Limit(lim, grpclimit.Global())},
-		"IPv6 prefix 129":   {grpclimit.Limit(lim, grpclimit.ByPeer()), grpclimit.IPv6Prefix(129)},
-		"negative max wait": {grpclimit.Limit(lim, grpclimit.ByPeer()), grpclimit.MaxDelay(-1)},
+		"IPv6 prefix 129":   {grpclimit.Limit(lim, grpclimit.ByPeer()), grpclimit.WithIPv6Prefix(129)},
+		"negative max wait": {grpclimit.Limit(lim, grpclimit.ByPeer()), grpclimit.WithMaxDelay(-1)},
 	} {
 		if _, err := grpclimit.New(opts...); err == nil {
 			t.Errorf("%s: New accepted it", name)

@@ -81,7 +81,7 @@ func (in *Interceptor) admit(ctx context.Context, method string, setHeader func(
 	}
 	if !d.Allowed {
 		setHeader(in.metadata(d.Quotas, d.RetryAfter))
-		return denial(d.Quotas, cost, d.RetryAfter)
+		return denial(d.Violated, d.RetryAfter)
 	}
 	if !in.cfg.Quiet && len(d.Quotas) > 0 {
 		setHeader(in.metadata(d.Quotas, 0))

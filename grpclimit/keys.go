@@ -26,7 +26,7 @@ type call struct {
 }
 
 // ByPeer keys calls by the peer's IP address: IPv4 as it is, IPv6 by its /64
-// (see IPv6Prefix). A peer that is not an IP address (a Unix socket) has no key.
+// (see WithIPv6Prefix). A peer that is not an IP address (a Unix socket) has no key.
 // Behind a proxy every call comes from the proxy; key by something the proxy
 // vouches for instead (ByFunc), as a client can write any metadata itself.
 func ByPeer() Key {
@@ -67,7 +67,7 @@ func ByMethod() Key {
 }
 
 // ByFunc keys calls by what f returns: "" when the call has no key; an error
-// fails the call (see OnError).
+// fails the call (see WithErrorHandler).
 func ByFunc(f func(ctx context.Context, fullMethod string) (string, error)) Key {
 	return Key{get: func(c *call) (string, error) { return f(c.ctx, c.method) }}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/limitcore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -41,12 +40,13 @@ func (in *Interceptor) metadata(quotas []Quota, retry time.Duration) metadata.MD
 
 // denial is the status of a denied call: ResourceExhausted with a RetryInfo
 // (retry rounded up to the millisecond, so a client that obeys it is never
-// early) and a QuotaFailure naming the limits without room for the cost.
-func denial(quotas []Quota, cost int64, retry time.Duration) error {
+// early) and a QuotaFailure naming the violated limits, those without room
+// for the cost.
+func denial(violated []Quota, retry time.Duration) error {
 	retry = (retry + time.Millisecond - 1).Truncate(time.Millisecond)
 	qf := &errdetails.QuotaFailure{}
 	var names []string
-	for _, q := range limitcore.Violated(quotas, cost) {
+	for _, q := range violated {
 		names = append(names, q.Policy.Name)
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject:     "policy:" + q.Policy.Name,
@@ -61,7 +61,7 @@ func denial(quotas []Quota, cost int64, retry time.Duration) error {
 	return st.Err()
 }
 
-// defaultError is the default OnError.
+// defaultError is the default WithErrorHandler.
 func (in *Interceptor) defaultError(ctx context.Context, method string, err error) error {
 	if errors.Is(err, sluice.ErrExceedsCapacity) {
 		in.cfg.Logger.InfoContext(ctx, "grpclimit: call cost exceeds a limit's capacity", "method", method, "err", err)

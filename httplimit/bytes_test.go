@@ -25,7 +25,7 @@ func TestHeaderValuesKeepTheirBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(rs.Close)
+	t.Cleanup(func() { _ = rs.Close() })
 	stores["redis"] = rs
 	for name, store := range stores {
 		t.Run(name, func(t *testing.T) {

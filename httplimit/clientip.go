@@ -7,7 +7,7 @@ import (
 )
 
 // Header fields a proxy can use to report the client it forwards for. See
-// ClientIPHeaders.
+// WithClientIPHeaders.
 const (
 	HeaderForwarded     = "Forwarded" // RFC 7239: for=192.0.2.60, for="[2001:db8::1]:4711"
 	HeaderXForwardedFor = "X-Forwarded-For"
@@ -17,7 +17,7 @@ const (
 // ClientIP returns the address of the client that sent r: the immediate peer
 // (r.RemoteAddr), unless that peer is in trusted. Only then are the header
 // fields named in headers consulted: the first of them present in r, in the
-// order given (see ClientIPHeaders).
+// order given (see WithClientIPHeaders).
 //
 // A list-valued field (Forwarded, X-Forwarded-For) is walked from right to
 // left, skipping addresses that are themselves trusted proxies: each proxy

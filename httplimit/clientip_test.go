@@ -74,7 +74,7 @@ func ipServer(t *testing.T, opts ...httplimit.Option) (url string, lim *sluice.L
 }
 
 func TestSpoofedHeadersFromUntrustedPeerAreIgnored(t *testing.T) {
-	url, lim := ipServer(t, httplimit.ClientIPHeaders("Forwarded", "X-Forwarded-For", "X-Real-IP"))
+	url, lim := ipServer(t, httplimit.WithClientIPHeaders("Forwarded", "X-Forwarded-For", "X-Real-IP"))
 	spoofs := []struct{ header, value, addr string }{
 		{"X-Forwarded-For", "198.51.100.1", "198.51.100.1"},
 		{"Forwarded", "for=198.51.100.2", "198.51.100.2"},
@@ -107,7 +107,7 @@ func TestHeadersFromTrustedProxyAreBelieved(t *testing.T) {
 		{"X-Real-IP", "198.51.100.3", "198.51.100.3"},
 		{"X-Forwarded-For", "::ffff:198.51.100.4", "198.51.100.4"},
 	} {
-		url, lim := ipServer(t, httplimit.TrustedProxies("127.0.0.1", "10.0.0.0/8"), httplimit.ClientIPHeaders(c.header))
+		url, lim := ipServer(t, httplimit.WithTrustedProxies("127.0.0.1", "10.0.0.0/8"), httplimit.WithClientIPHeaders(c.header))
 		for i, want := range []int{200, 429} {
 			if r := get(t, url, c.header, c.value); r.StatusCode != want {
 				t.Fatalf("%s: %s, request %d: %d, want %d", c.header, c.value, i, r.StatusCode, want)
@@ -124,7 +124,7 @@ func TestHeadersFromTrustedProxyAreBelieved(t *testing.T) {
 }
 
 func TestIPv6ClientsGroupedByPrefix(t *testing.T) {
-	url, lim := ipServer(t, httplimit.TrustedProxies("127.0.0.0/8"))
+	url, lim := ipServer(t, httplimit.WithTrustedProxies("127.0.0.0/8"))
 	for i, c := range []struct {
 		addr string
 		want int
@@ -141,7 +141,7 @@ func TestIPv6ClientsGroupedByPrefix(t *testing.T) {
 		t.Fatal("the /64 prefixes were not the keys")
 	}
 
-	url, lim = ipServer(t, httplimit.TrustedProxies("127.0.0.0/8"), httplimit.IPv6Prefix(48))
+	url, lim = ipServer(t, httplimit.WithTrustedProxies("127.0.0.0/8"), httplimit.WithIPv6Prefix(48))
 	get(t, url, "X-Forwarded-For", "2001:db8:1:2::1")
 	if r := get(t, url, "X-Forwarded-For", "2001:db8:1:3::1"); r.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("same /48: %d, want 429", r.StatusCode)

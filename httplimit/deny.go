@@ -22,7 +22,7 @@ const (
 // Denial describes a denied request to a DenyHandler.
 type Denial struct {
 	// RetryAfter is when the request would be admitted, plus any jitter
-	// (RetryJitter): what Retry-After advertises, before rounding up.
+	// (WithRetryJitter): what Retry-After advertises, before rounding up.
 	RetryAfter time.Duration
 	// Quotas are the enforced limits that applied to the request, with what
 	// they reported. A denied request consumed nothing, so these are the
@@ -32,11 +32,11 @@ type Denial struct {
 	Violated []Quota
 }
 
-// DenyHandler writes the response to a denied request; see OnDeny.
+// DenyHandler writes the response to a denied request; see WithDenyHandler.
 type DenyHandler func(w http.ResponseWriter, r *http.Request, d Denial)
 
 // ErrorHandler writes the response to a request whose limits could not be
-// checked; see OnError.
+// checked; see WithErrorHandler.
 type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
 // ShadowDenial reports that a shadow limit would have denied a request.
@@ -115,7 +115,7 @@ func writeProblem(w http.ResponseWriter, p problem) {
 	w.Write(body)
 }
 
-// defaultError is the default ErrorHandler; see OnError.
+// defaultError is the default ErrorHandler; see WithErrorHandler.
 func (m *Middleware) defaultError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, sluice.ErrExceedsCapacity) {
 		// The request, not the service, is at fault: no retry can pass it.
@@ -135,7 +135,7 @@ func (m *Middleware) defaultError(w http.ResponseWriter, r *http.Request, err er
 	})
 }
 
-// defaultShadow is the default shadow report; see OnShadowDenial.
+// defaultShadow is the default shadow report; see WithShadowDenialHandler.
 func (m *Middleware) defaultShadow(r *http.Request, d ShadowDenial) {
 	m.cfg.Logger.WarnContext(r.Context(), "httplimit: shadow limit would deny",
 		"policy", d.Policy.Name, "retry_after", d.Result.RetryAfter, "denied_anyway", d.Denied,

@@ -28,12 +28,12 @@
 //	perKey, _ := sluice.New(store, sluice.Policy{Name: "per-key", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second})
 //	global, _ := sluice.New(store, sluice.Policy{Name: "global", Algorithm: sluice.SlidingWindow, Limit: 1000, Period: time.Second})
 //	mw, err := httplimit.New(
-//		httplimit.Limit(perKey, httplimit.ByHeader("X-API-Key"), httplimit.FallbackKey(httplimit.ByIP())),
+//		httplimit.Limit(perKey, httplimit.ByHeader("X-API-Key"), httplimit.WithFallbackKey(httplimit.ByIP())),
 //		httplimit.Limit(global, httplimit.Global()),
 //	)
 //	...
 //	http.ListenAndServe(addr, mw.Handler(mux))
 //
-// Behind a reverse proxy, name it with TrustedProxies, or every client looks
+// Behind a reverse proxy, name it with WithTrustedProxies, or every client looks
 // like the proxy.
 package httplimit

@@ -18,7 +18,7 @@ func Example() {
 	perKey, _ := sluice.New(store, sluice.Policy{Name: "per-key", Algorithm: sluice.GCRA, Limit: 2, Period: time.Minute})
 	global, _ := sluice.New(store, sluice.Policy{Name: "global", Algorithm: sluice.SlidingWindow, Limit: 1000, Period: time.Second})
 	mw, err := httplimit.New(
-		httplimit.Limit(perKey, httplimit.ByHeader("X-API-Key"), httplimit.FallbackKey(httplimit.ByIP())),
+		httplimit.Limit(perKey, httplimit.ByHeader("X-API-Key"), httplimit.WithFallbackKey(httplimit.ByIP())),
 		httplimit.Limit(global, httplimit.Global()),
 	)
 	if err != nil {

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/limitcore"
 )
 
 // Quota is one limit's part of a response's rate-limit header fields: the
-// policy that was applied (Policy) and the Result it gave (Result).
-type Quota = limitcore.Quota
+// policy that was applied (Policy) and the Result it gave (Result). It is
+// sluice.Quota, which other front ends (grpclimit) describe decisions with
+// too.
+type Quota = sluice.Quota
 
 // Header field names of draft-ietf-httpapi-ratelimit-headers and the legacy
 // X-RateLimit-* convention.
@@ -53,6 +54,7 @@ func sfInteger(n int64) int64 { return min(max(n, 0), maxSFInteger) }
 // per quota, `"name";q=LIMIT;w=WINDOW_SECONDS`.
 func FormatPolicy(quotas []Quota) string {
 	var b strings.Builder
+	b.Grow(fieldLen(quotas))
 	for i, q := range quotas {
 		if i > 0 {
 			b.WriteString(", ")
@@ -62,13 +64,29 @@ func FormatPolicy(quotas []Quota) string {
 	return b.String()
 }
 
+// fieldLen is about the length of a field listing quotas: their names and
+// two integers each, so that a field is written in one allocation.
+func fieldLen(quotas []Quota) int {
+	n := 0
+	for _, q := range quotas {
+		n += len(q.Policy.Name) + 32
+	}
+	return n
+}
+
 // appendPolicy writes one RateLimit-Policy list member.
 func appendPolicy(b *strings.Builder, p *sluice.Policy) {
 	appendString(b, p.Name)
 	b.WriteString(";q=")
-	b.WriteString(strconv.FormatInt(sfInteger(p.Limit), 10))
+	appendInt(b, sfInteger(p.Limit))
 	b.WriteString(";w=")
-	b.WriteString(strconv.FormatInt(windowSeconds(p), 10))
+	appendInt(b, windowSeconds(p))
+}
+
+// appendInt writes n in decimal without allocating a string for it.
+func appendInt(b *strings.Builder, n int64) {
+	var buf [20]byte
+	b.Write(strconv.AppendInt(buf[:0], n, 10))
 }
 
 // FormatRateLimit returns the RateLimit field for quotas: one list member per
@@ -76,15 +94,16 @@ func appendPolicy(b *strings.Builder, p *sluice.Policy) {
 // rounded up.
 func FormatRateLimit(quotas []Quota) string {
 	var b strings.Builder
+	b.Grow(fieldLen(quotas))
 	for i, q := range quotas {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		appendString(&b, q.Policy.Name)
 		b.WriteString(";r=")
-		b.WriteString(strconv.FormatInt(sfInteger(q.Result.Remaining), 10))
+		appendInt(&b, sfInteger(q.Result.Remaining))
 		b.WriteString(";t=")
-		b.WriteString(strconv.FormatInt(Seconds(q.Result.ResetAfter), 10))
+		appendInt(&b, Seconds(q.Result.ResetAfter))
 	}
 	return b.String()
 }

@@ -13,7 +13,7 @@ import (
 //
 // A request for which a Key yields the empty string has no key — a header that
 // is absent, say. By default the limit then does not apply to that request;
-// FallbackKey names another Key to use instead.
+// WithFallbackKey names another Key to use instead.
 type Key struct {
 	get limitcore.KeyFunc[*request]
 }
@@ -35,8 +35,8 @@ func (q *request) clientIP() netip.Addr {
 	return q.ip
 }
 
-// ByIP keys requests by client address (see ClientIP, TrustedProxies and
-// IPv6Prefix): an IPv4 address as it is, an IPv6 address by its /64 (or the
+// ByIP keys requests by client address (see ClientIP, WithTrustedProxies and
+// WithIPv6Prefix): an IPv4 address as it is, an IPv6 address by its /64 (or the
 // configured prefix). A request whose peer is not an IP address (a Unix
 // socket) has no key.
 func ByIP() Key {
@@ -64,7 +64,7 @@ func ByHeader(name string) Key {
 }
 
 // ByFunc keys requests by what f returns. f returns "" when the request has no
-// key; an error fails the request through the error handler (see OnError).
+// key; an error fails the request through the error handler (see WithErrorHandler).
 func ByFunc(f func(*http.Request) (string, error)) Key {
 	return Key{get: func(q *request) (string, error) { return f(q.Request) }}
 }

@@ -71,7 +71,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	if !d.Allowed {
-		m.deny(w, r, d, cost)
+		m.deny(w, r, d)
 		return
 	}
 	if !m.cfg.Quiet {
@@ -93,14 +93,12 @@ func (m *Middleware) setHeaders(h http.Header, quotas []Quota) {
 	}
 }
 
-func (m *Middleware) deny(w http.ResponseWriter, r *http.Request, d limitcore.Decision, cost int64) {
+func (m *Middleware) deny(w http.ResponseWriter, r *http.Request, d limitcore.Decision) {
 	h := w.Header()
 	m.setHeaders(h, d.Quotas)
 	setRetryAfter(h, d.RetryAfter)
 	h.Set("Cache-Control", "no-store")
-	// A denied batch reports each limit as it stands; those without room for
-	// the cost are the ones that denied.
-	m.cfg.onDeny(w, r, Denial{RetryAfter: d.RetryAfter, Quotas: d.Quotas, Violated: limitcore.Violated(d.Quotas, cost)})
+	m.cfg.onDeny(w, r, Denial{RetryAfter: d.RetryAfter, Quotas: d.Quotas, Violated: d.Violated})
 }
 
 // wait holds an admitted request for its leaky-bucket Delay and reports

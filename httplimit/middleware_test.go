@@ -70,8 +70,8 @@ func TestRetryAfterIsEnoughAndNeverEarly(t *testing.T) {
 			var exact time.Duration
 			srv := serve(t,
 				httplimit.Limit(lim, httplimit.Global()),
-				httplimit.MaxDelay(0), // leaky bucket: do not sleep for its Delay here
-				httplimit.OnDeny(func(w http.ResponseWriter, r *http.Request, d httplimit.Denial) {
+				httplimit.WithMaxDelay(0), // leaky bucket: do not sleep for its Delay here
+				httplimit.WithDenyHandler(func(w http.ResponseWriter, r *http.Request, d httplimit.Denial) {
 					exact = d.RetryAfter
 					httplimit.WriteDenial(w, r, d)
 				}),
@@ -102,11 +102,11 @@ func TestRetryAfterIsEnoughAndNeverEarly(t *testing.T) {
 	}
 }
 
-// RetryJitter only ever adds time, within its bound.
+// WithRetryJitter only ever adds time, within its bound.
 func TestRetryJitter(t *testing.T) {
 	store, _ := fakeStore()
 	lim := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 3, Period: time.Second})
-	srv := serve(t, httplimit.Limit(lim, httplimit.Global()), httplimit.RetryJitter(2*time.Second))
+	srv := serve(t, httplimit.Limit(lim, httplimit.Global()), httplimit.WithRetryJitter(2*time.Second))
 	for range 3 {
 		get(t, srv.URL)
 	}
@@ -200,7 +200,7 @@ func TestCustomDenyHandler(t *testing.T) {
 	store, _ := fakeStore()
 	lim := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Period: 30 * time.Second})
 	srv := serve(t, httplimit.Limit(lim, httplimit.Global()),
-		httplimit.OnDeny(func(w http.ResponseWriter, r *http.Request, d httplimit.Denial) {
+		httplimit.WithDenyHandler(func(w http.ResponseWriter, r *http.Request, d httplimit.Denial) {
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "slow down: %s for %v", d.Violated[0].Policy.Name, d.RetryAfter)
@@ -222,7 +222,7 @@ func TestStoreError(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		var log syncBuffer
 		srv := serve(t, httplimit.Limit(lim, httplimit.Global()),
-			httplimit.Logger(slogTo(&log)))
+			httplimit.WithLogger(slogTo(&log)))
 		r := get(t, srv.URL)
 		var p map[string]any
 		if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Content-Type") != "application/problem+json" ||
@@ -235,7 +235,7 @@ func TestStoreError(t *testing.T) {
 	})
 	t.Run("custom", func(t *testing.T) {
 		srv := serve(t, httplimit.Limit(lim, httplimit.Global()),
-			httplimit.OnError(func(w http.ResponseWriter, r *http.Request, err error) {
+			httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 				if !errors.Is(err, boom) {
 					t.Errorf("error %v does not wrap the store's", err)
 				}
@@ -247,7 +247,7 @@ func TestStoreError(t *testing.T) {
 	})
 }
 
-// A missing key skips the limit by default; FallbackKey counts such requests
+// A missing key skips the limit by default; WithFallbackKey counts such requests
 // under another key, in a key space no header value can reach.
 func TestMissingKey(t *testing.T) {
 	store, _ := fakeStore()
@@ -268,7 +268,7 @@ func TestMissingKey(t *testing.T) {
 	})
 	perUser = newLimiter(t, store, sluice.Policy{Name: "per-user-fb", Algorithm: sluice.GCRA, Limit: 2, Period: time.Minute})
 	t.Run("fallback", func(t *testing.T) {
-		srv := serve(t, httplimit.Limit(perUser, httplimit.ByHeader("X-API-Key"), httplimit.FallbackKey(httplimit.ByIP())))
+		srv := serve(t, httplimit.Limit(perUser, httplimit.ByHeader("X-API-Key"), httplimit.WithFallbackKey(httplimit.ByIP())))
 		for i, want := range []int{200, 200, 429} {
 			if r := get(t, srv.URL); r.StatusCode != want {
 				t.Fatalf("anonymous request %d: %d, want %d", i, r.StatusCode, want)
@@ -313,7 +313,7 @@ func TestKeyFuncError(t *testing.T) {
 	var got error
 	srv := serve(t,
 		httplimit.Limit(lim, httplimit.ByFunc(func(*http.Request) (string, error) { return "", bad })),
-		httplimit.OnError(func(w http.ResponseWriter, r *http.Request, err error) {
+		httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 			got = err
 			w.WriteHeader(http.StatusUnauthorized)
 		}))
@@ -342,8 +342,8 @@ func TestCost(t *testing.T) {
 	store, _ := fakeStore()
 	lim := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 5, Period: 5 * time.Second})
 	var log syncBuffer
-	srv := serve(t, httplimit.Limit(lim, httplimit.Global()), httplimit.Logger(slogTo(&log)),
-		httplimit.Cost(func(r *http.Request) int64 {
+	srv := serve(t, httplimit.Limit(lim, httplimit.Global()), httplimit.WithLogger(slogTo(&log)),
+		httplimit.WithCost(func(r *http.Request) int64 {
 			n, _ := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
 			return n
 		}))
@@ -372,7 +372,7 @@ func TestLegacyAndQuietHeaders(t *testing.T) {
 	a := newLimiter(t, store, sluice.Policy{Name: "a", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Minute})
 	b := newLimiter(t, store, sluice.Policy{Name: "b", Algorithm: sluice.GCRA, Limit: 3, Period: 3 * time.Second})
 	srv := serve(t, httplimit.Limit(a, httplimit.Global()), httplimit.Limit(b, httplimit.Global()),
-		httplimit.LegacyHeaders(), httplimit.NoHeadersWhenAllowed())
+		httplimit.WithLegacyHeaders(), httplimit.WithHeadersOnDenialOnly())
 	for range 3 {
 		if r := get(t, srv.URL); r.StatusCode != http.StatusOK || r.Header.Get("RateLimit") != "" ||
 			r.Header.Get("RateLimit-Policy") != "" || r.Header.Get("X-RateLimit-Limit") != "" {
@@ -397,9 +397,9 @@ func TestNewRejectsBadConfigurations(t *testing.T) {
 		"zero key":          {httplimit.Limit(lim, httplimit.Key{})},
 		"zero part":         {httplimit.Limit(lim, httplimit.Keys(httplimit.ByIP(), httplimit.Key{}))},
 		"same policy twice": {httplimit.Limit(lim, httplimit.ByIP()), httplimit.Limit(lim, httplimit.Global())},
-		"bad CIDR":          {httplimit.Limit(lim, httplimit.ByIP()), httplimit.TrustedProxies("10.0.0.0/33")},
-		"IPv6 prefix 0":     {httplimit.Limit(lim, httplimit.ByIP()), httplimit.IPv6Prefix(0)},
-		"negative jitter":   {httplimit.Limit(lim, httplimit.ByIP()), httplimit.RetryJitter(-time.Second)},
+		"bad CIDR":          {httplimit.Limit(lim, httplimit.ByIP()), httplimit.WithTrustedProxies("10.0.0.0/33")},
+		"IPv6 prefix 0":     {httplimit.Limit(lim, httplimit.ByIP()), httplimit.WithIPv6Prefix(0)},
+		"negative jitter":   {httplimit.Limit(lim, httplimit.ByIP()), httplimit.WithRetryJitter(-time.Second)},
 	} {
 		if _, err := httplimit.New(opts...); err == nil {
 			t.Errorf("%s: New accepted it", name)

@@ -14,7 +14,7 @@ import (
 )
 
 // DefaultMaxDelay is how long a request waits at most for a leaky bucket's
-// Delay unless MaxDelay says otherwise.
+// Delay unless WithMaxDelay says otherwise.
 const DefaultMaxDelay = limitcore.DefaultMaxDelay
 
 // Option configures a Middleware; pass options to New.
@@ -46,7 +46,7 @@ type limit = limitcore.Limit[*request]
 // needs its own policy name.
 //
 // A request for which key yields no key (a missing header) is not counted by
-// this limit at all, unless FallbackKey says otherwise: the per-key limit
+// this limit at all, unless WithFallbackKey says otherwise: the per-key limit
 // cannot tell such requests apart, and lumping them into one bucket would let
 // one of them starve the rest. Add a Global limit, or a fallback, to bound them.
 func Limit(limiter *sluice.Limiter, key Key, opts ...LimitOption) Option {
@@ -55,63 +55,77 @@ func Limit(limiter *sluice.Limiter, key Key, opts ...LimitOption) Option {
 	}
 }
 
-// FallbackKey keys the requests that the limit's own key has no key for
-// (say, no X-API-Key header) by k instead, e.g. FallbackKey(ByIP()). The two
+// WithFallbackKey keys the requests that the limit's own key has no key for
+// (say, no X-API-Key header) by k instead, e.g. WithFallbackKey(ByIP()). The two
 // kinds of keys are kept apart, so a header value can never name a fallback
 // bucket.
-func FallbackKey(k Key) LimitOption { return func(l *limit) { l.Fallback = k.get } }
+func WithFallbackKey(k Key) LimitOption { return func(l *limit) { l.Fallback = k.get } }
 
-// Plan decides each request of the limit by the limiter pick returns for it
+// WithPlan decides each request of the limit by the limiter pick returns for it
 // (nil: the limit's own): one of the policy's plans, which must keep the
 // policy's name and algorithm, and so its state, under another limit. A
 // request whose plan cannot be told (no header, an unknown plan) should get
 // nil, and with it the limit's own limiter, so that nothing a client sends
 // escapes the limit. The RateLimit fields then advertise the limit applied.
-func Plan(pick func(*http.Request) *sluice.Limiter) LimitOption {
+func WithPlan(pick func(*http.Request) *sluice.Limiter) LimitOption {
 	return func(l *limit) {
 		l.Pick = func(r *request) *sluice.Limiter { return pick(r.Request) }
 	}
 }
 
-// Shadow puts one limit in shadow mode: its decisions are computed and
-// reported (see OnShadowDenial) but never enforced, and its fields are not
+// WithShadow puts one limit in shadow mode: its decisions are computed and
+// reported (see WithShadowDenialHandler) but never enforced, and its fields are not
 // sent to clients, who must not slow down for a limit that does not exist
 // yet. Use it to try a new limit on real traffic.
 //
 // A shadow limit is decided apart from the enforced ones, after them: it is
 // charged when the request is admitted, and only peeked at (cost 0) when the
 // enforced limits deny it, because a denied request consumes nothing.
-func Shadow() LimitOption { return func(l *limit) { l.Shadow = true } }
+func WithShadow() LimitOption { return func(l *limit) { l.Shadow = true } }
 
-// ShadowAll puts every limit in shadow mode (see Shadow).
-func ShadowAll() Option {
+// WithShadowAll puts every limit in shadow mode (see WithShadow).
+func WithShadowAll() Option {
 	return func(c *config) error { c.ShadowAll = true; return nil }
 }
 
-// OnShadowDenial sets the function called each time a shadow limit would
+// WithShadowDenialHandler sets the function called each time a shadow limit would
 // have denied a request, to count or log it. It runs on the request's
 // goroutine, before the request is handled. The default logs a line at level
 // Warn with the policy and the retry delay.
-func OnShadowDenial(f func(r *http.Request, d ShadowDenial)) Option {
+func WithShadowDenialHandler(f func(r *http.Request, d ShadowDenial)) Option {
 	return func(c *config) error { c.onShadow = f; return nil }
 }
 
-// TrustedProxies lists the proxies (addresses or CIDR prefixes, such as
+// WithTrustedProxies lists the proxies (addresses or CIDR prefixes, such as
 // "10.0.0.0/8" or "::1") whose report of the client address is believed:
 // only a request whose immediate peer is one of them has its client address
-// read from the headers of ClientIPHeaders. Without it, the client is always
+// read from the headers of WithClientIPHeaders. Without it, the client is always
 // the peer, as any client can write those headers.
-func TrustedProxies(cidrs ...string) Option {
+func WithTrustedProxies(cidrs ...string) Option {
 	return func(c *config) error {
-		for _, s := range cidrs {
-			p, err := parsePrefix(s)
-			if err != nil {
-				return fmt.Errorf("httplimit: TrustedProxies: %w", err)
-			}
-			c.trusted = append(c.trusted, p)
+		trusted, err := TrustedPrefixes(cidrs...)
+		if err != nil {
+			return fmt.Errorf("httplimit: WithTrustedProxies: %w", err)
 		}
+		c.trusted = append(c.trusted, trusted...)
 		return nil
 	}
+}
+
+// TrustedPrefixes parses trusted proxies as TrustedProxies does (a bare
+// address is a prefix of its own; an IPv4-mapped prefix is unmapped, since
+// ClientIP compares addresses unmapped), for the trusted argument of
+// ClientIP.
+func TrustedPrefixes(cidrs ...string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(cidrs))
+	for _, s := range cidrs {
+		p, err := parsePrefix(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {
@@ -134,7 +148,7 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-// ClientIPHeaders names the header fields the trusted proxies use to report
+// WithClientIPHeaders names the header fields the trusted proxies use to report
 // the client, most preferred first; the first one present in a request is
 // read (see ClientIP for how). The default is X-Forwarded-For alone.
 //
@@ -142,10 +156,10 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // untouched is written by the client. A proxy that appends to
 // X-Forwarded-For but forwards a client's Forwarded field as it is would let
 // any client choose its address if Forwarded were listed here.
-func ClientIPHeaders(names ...string) Option {
+func WithClientIPHeaders(names ...string) Option {
 	return func(c *config) error {
 		if len(names) == 0 {
-			return errors.New("httplimit: ClientIPHeaders: no header names")
+			return errors.New("httplimit: WithClientIPHeaders: no header names")
 		}
 		c.ipHeaders = c.ipHeaders[:0]
 		for _, n := range names {
@@ -155,71 +169,71 @@ func ClientIPHeaders(names ...string) Option {
 	}
 }
 
-// IPv6Prefix sets how many leading bits of an IPv6 client address ByIP keys
+// WithIPv6Prefix sets how many leading bits of an IPv6 client address ByIP keys
 // on (1 to 128; the default is 64, the usual assignment to one subscriber).
-func IPv6Prefix(bits int) Option {
+func WithIPv6Prefix(bits int) Option {
 	return func(c *config) error { return c.SetIPv6Prefix(bits) }
 }
 
-// Cost sets the function that says how many units a request costs on every
+// WithCost sets the function that says how many units a request costs on every
 // limit (the default is 1). A cost of 0 only peeks; a cost above a limit's
 // capacity can never be admitted and fails with sluice.ErrExceedsCapacity
-// (see OnError).
-func Cost(f func(*http.Request) int64) Option {
+// (see WithErrorHandler).
+func WithCost(f func(*http.Request) int64) Option {
 	return func(c *config) error { c.cost = f; return nil }
 }
 
-// OnDeny replaces the response to a denied request (by default a
+// WithDenyHandler replaces the response to a denied request (by default a
 // problem+json body, see WriteDenial). The rate-limit fields, Retry-After and
 // Cache-Control: no-store are set before h runs; h writes the status and the
 // body.
-func OnDeny(h DenyHandler) Option {
+func WithDenyHandler(h DenyHandler) Option {
 	return func(c *config) error { c.onDeny = h; return nil }
 }
 
-// OnError replaces the response to a request whose limits could not be
+// WithErrorHandler replaces the response to a request whose limits could not be
 // checked: the store failed, a key function returned an error, or the cost
 // is invalid. The default logs the error and answers 503 (413 for a cost
 // above a limit's capacity, which no retry can fix) with a problem+json body.
-func OnError(h ErrorHandler) Option {
+func WithErrorHandler(h ErrorHandler) Option {
 	return func(c *config) error { c.onError = h; return nil }
 }
 
-// Logger sets the logger of the default error and shadow handlers
+// WithLogger sets the logger of the default error and shadow handlers
 // (slog.Default() otherwise).
-func Logger(l *slog.Logger) Option {
+func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error { c.Logger = l; return nil }
 }
 
-// RetryJitter adds a random delay of up to max to every Retry-After, so that
+// WithRetryJitter adds a random delay of up to max to every Retry-After, so that
 // clients denied together do not all come back at the same instant. It only
 // ever adds time: a client never returns before it would be admitted.
-func RetryJitter(max time.Duration) Option {
+func WithRetryJitter(max time.Duration) Option {
 	return func(c *config) error { return c.SetRetryJitter(max) }
 }
 
-// MaxDelay bounds how long a request admitted by a leaky bucket waits for its
+// WithMaxDelay bounds how long a request admitted by a leaky bucket waits for its
 // Delay before it is passed on (default DefaultMaxDelay). A request whose
 // Delay is longer waits d and then proceeds: the store has already counted
 // it, so turning it away would waste its slot without relieving the queue,
 // and the long-run rate still holds — only that request's spacing is lost.
 // To keep the spacing exact, size the bucket so that Burst × Period/Limit is
-// at most d; MaxDelay(0) turns shaping off. The wait also ends, without
+// at most d; WithMaxDelay(0) turns shaping off. The wait also ends, without
 // calling the handler, when the request's context is done.
-func MaxDelay(d time.Duration) Option {
+func WithMaxDelay(d time.Duration) Option {
 	return func(c *config) error { return c.SetMaxDelay(d) }
 }
 
-// NoHeadersWhenAllowed sends RateLimit-Policy and RateLimit (and the legacy
+// WithHeadersOnDenialOnly sends RateLimit-Policy and RateLimit (and the legacy
 // fields) on denials only, not on every allowed response.
-func NoHeadersWhenAllowed() Option {
+func WithHeadersOnDenialOnly() Option {
 	return func(c *config) error { c.Quiet = true; return nil }
 }
 
-// LegacyHeaders also sends X-RateLimit-Limit, X-RateLimit-Remaining and
+// WithLegacyHeaders also sends X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset (seconds from now). They describe one limit, so with
 // several the most restrictive is reported: the one with the fewest units
 // remaining.
-func LegacyHeaders() Option {
+func WithLegacyHeaders() Option {
 	return func(c *config) error { c.legacy = true; return nil }
 }

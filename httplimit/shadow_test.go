@@ -39,8 +39,8 @@ func TestShadowLimitReportsButNeverDenies(t *testing.T) {
 	var log shadowLog
 	srv := serve(t,
 		httplimit.Limit(global, httplimit.Global()),
-		httplimit.Limit(perIP, httplimit.ByIP(), httplimit.Shadow()),
-		httplimit.OnShadowDenial(log.add),
+		httplimit.Limit(perIP, httplimit.ByIP(), httplimit.WithShadow()),
+		httplimit.WithShadowDenialHandler(log.add),
 	)
 	for i := 1; i <= 4; i++ {
 		r := get(t, srv.URL)
@@ -76,9 +76,9 @@ func TestShadowLimitNotChargedOnDenial(t *testing.T) {
 	var log shadowLog
 	srv := serve(t,
 		httplimit.Limit(enforced, httplimit.Global()),
-		httplimit.Limit(roomy, httplimit.Global(), httplimit.Shadow()),
-		httplimit.Limit(tight, httplimit.Global(), httplimit.Shadow()),
-		httplimit.OnShadowDenial(log.add),
+		httplimit.Limit(roomy, httplimit.Global(), httplimit.WithShadow()),
+		httplimit.Limit(tight, httplimit.Global(), httplimit.WithShadow()),
+		httplimit.WithShadowDenialHandler(log.add),
 	)
 	get(t, srv.URL)
 	if got := log.take(); len(got) != 0 {
@@ -96,12 +96,12 @@ func TestShadowLimitNotChargedOnDenial(t *testing.T) {
 	}
 }
 
-// ShadowAll turns enforcement off; the default report is a log line.
+// WithShadowAll turns enforcement off; the default report is a log line.
 func TestShadowAllLogs(t *testing.T) {
 	store, _ := fakeStore()
 	lim := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1, Period: time.Minute})
 	var log syncBuffer
-	srv := serve(t, httplimit.Limit(lim, httplimit.Global()), httplimit.ShadowAll(), httplimit.Logger(slogTo(&log)))
+	srv := serve(t, httplimit.Limit(lim, httplimit.Global()), httplimit.WithShadowAll(), httplimit.WithLogger(slogTo(&log)))
 	for i := range 3 {
 		if r := get(t, srv.URL); r.StatusCode != http.StatusOK || r.Header.Get("RateLimit") != "" {
 			t.Fatalf("request %d: %d %v", i, r.StatusCode, r.Header)

@@ -105,29 +105,29 @@ func checkSpacing(t *testing.T, offsets []time.Duration, spacing time.Duration) 
 	}
 }
 
-// A Delay beyond MaxDelay waits MaxDelay, then proceeds.
+// A Delay beyond WithMaxDelay waits WithMaxDelay, then proceeds.
 func TestMaxDelay(t *testing.T) {
 	// One unit every 10 s: the second request's Delay is 10 s.
 	lim := newLimiter(t, memory.New(), sluice.Policy{Name: "shaper", Algorithm: sluice.LeakyBucket, Limit: 1, Period: 10 * time.Second, Burst: 5})
-	srv := serve(t, httplimit.Limit(lim, httplimit.Global()), httplimit.MaxDelay(50*time.Millisecond))
+	srv := serve(t, httplimit.Limit(lim, httplimit.Global()), httplimit.WithMaxDelay(50*time.Millisecond))
 	get(t, srv.URL)
 	start := time.Now()
 	if r := get(t, srv.URL); r.StatusCode != http.StatusOK {
 		t.Fatalf("%d", r.StatusCode)
 	}
 	if took := time.Since(start); took < 50*time.Millisecond || took > 5*time.Second {
-		t.Fatalf("the request took %v, want MaxDelay (50ms), not its 10s Delay", took)
+		t.Fatalf("the request took %v, want WithMaxDelay (50ms), not its 10s Delay", took)
 	}
 }
 
 // A request whose context ends while it waits never reaches the handler.
-// Its wait (an hour, cut to a minute by MaxDelay) outlasts any stall of a
+// Its wait (an hour, cut to a minute by WithMaxDelay) outlasts any stall of a
 // loaded machine, so only the end of the request can end it in time.
 func TestWaitEndsWithTheRequest(t *testing.T) {
 	lim := newLimiter(t, memory.New(), sluice.Policy{Name: "shaper", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Hour, Burst: 2})
 	var d departures
 	done := make(chan struct{}, 2)
-	mw, err := httplimit.New(httplimit.Limit(lim, httplimit.Global()), httplimit.MaxDelay(time.Minute))
+	mw, err := httplimit.New(httplimit.Limit(lim, httplimit.Global()), httplimit.WithMaxDelay(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func BenchmarkHotKey(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(rs.Close)
+		b.Cleanup(func() { _ = rs.Close() })
 		return rs
 	}
 	b.Run("redis", func(b *testing.B) { run(b, open(b)) })
@@ -48,7 +48,9 @@ func BenchmarkHotKey(b *testing.B) {
 		run(b, ls)
 		st := ls.Stats()
 		b.ReportMetric(float64(st.StoreCalls)/float64(st.Decisions), "calls/decision")
-		ls.Close(context.Background())
+		if err := ls.Close(); err != nil {
+			b.Fatal(err)
+		}
 	})
 }
 

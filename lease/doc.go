@@ -23,7 +23,8 @@
 // d/T more units pass in any interval, a ratio of 1 + d/(B·T) to the policy's
 // own guarantee. The default d is B·T/20 (P/20 when B = L): a bound of 1.05.
 // sliding_window, sliding_log and leaky_bucket are not leased: every request
-// goes to the remote store, and their bound is 1.
+// goes to the remote store, and their bound is 1. Nor are concurrency slots:
+// every acquisition and release goes to the remote store (a sluice.SlotStore).
 //
 // Results of leased decisions are coarser than the contract's exact ones:
 // Remaining is the node's unspent lease plus what the store had left at the

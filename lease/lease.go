@@ -11,7 +11,8 @@ import (
 )
 
 // Store is a sluice.Store deciding locally from leased quota. It is safe for
-// concurrent use. Create it with New; call Close to give back unused quota.
+// concurrent use. Create it with New; call Close (or Shutdown) to give back
+// unused quota.
 type Store struct {
 	remote     sluice.Store
 	reserver   sluice.Reserver // nil: the remote cannot reserve, every request goes to it
@@ -30,10 +31,11 @@ type Store struct {
 	remoteDecisions atomic.Int64 // decided on the remote store; the shards count the rest
 	storeCalls      atomic.Int64
 	releases        atomic.Int64
-	renewals        atomic.Int64 // reservations made ahead, in the background
-	background      atomic.Int64 // store calls in flight in the background
-	waited          atomic.Int64 // decisions that waited for the store
-	reserveMicros   atomic.Int64 // a moving average of a reservation's latency
+	renewals        atomic.Int64  // reservations made ahead, in the background
+	background      atomic.Int64  // store calls in flight in the background
+	waited          atomic.Int64  // decisions that waited for the store
+	reserveMicros   atomic.Int64  // a moving average of a reservation's latency
+	budget          time.Duration // how long a decision may wait for the remote (failover); 0: no bound
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -52,6 +54,9 @@ func New(remote sluice.Store, opts ...Option) *Store {
 		s.shards[i].leases = make(map[leaseID]*lease)
 	}
 	s.reserver, _ = remote.(sluice.Reserver)
+	if b, ok := remote.(interface{ Budget() time.Duration }); ok {
+		s.budget = b.Budget()
+	}
 	if c, ok := remote.(interface{ CanReserve() bool }); ok && !c.CanReserve() {
 		s.reserver = nil // a wrapper (failover) around a store that cannot reserve
 	}
@@ -143,10 +148,21 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 	// reservation in flight and its own share one time budget
 	// (failover.MarkStart), so that behind a stalled store a fail-over
 	// Store's maximum timeout bounds the whole decision, not each call.
-	ctx = failover.MarkStart(ctx, time.Now())
+	start := time.Now()
+	ctx = failover.MarkStart(ctx, start)
 	s.giveBack(ctx, back)
 	s.waited.Add(1)
-	return s.reserve(ctx, sh, id, req)
+	return s.reserve(ctx, sh, id, req, s.waitUntil(start))
+}
+
+// waitUntil is when a decision marked at start stops waiting for its key's
+// reservation in flight (zero: it waits for it): the end of the remote
+// store's time budget (failover.Store.Budget).
+func (s *Store) waitUntil(start time.Time) time.Time {
+	if s.budget <= 0 {
+		return time.Time{}
+	}
+	return start.Add(s.budget)
 }
 
 func (s *Store) remoteDecide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
@@ -156,8 +172,10 @@ func (s *Store) remoteDecide(ctx context.Context, req sluice.Request) (sluice.Re
 
 // reserve decides req, which its key's lease could not, with a new
 // reservation. One caller per key reserves at a time (the lease's mu); the
-// others wait for it and then decide from what it got.
-func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.Request) (sluice.Result, error) {
+// others wait for it, until waitUntil, and then decide from what it got. One
+// that waited too long asks the remote store, whose fail policy decides at
+// once (its budget is spent).
+func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.Request, waitUntil time.Time) (sluice.Result, error) {
 	for {
 		sh.mu.Lock()
 		if sh.leases == nil { // closed
@@ -166,7 +184,9 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 		}
 		l := sh.get(id, req.Policy)
 		sh.mu.Unlock()
-		l.mu.Lock()
+		if !l.mu.LockBefore(waitUntil) {
+			return s.remoteDecide(ctx, req)
+		}
 		now := s.now() // after waiting for another caller's reservation
 		sh.mu.Lock()
 		if l.retired { // swept away or closed while we waited: take the new one
@@ -232,13 +252,13 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 
 // giveBack returns what a lease did not use to the store. A failed release
 // leaves the units consumed until the state expires: under-admission only.
-func (s *Store) giveBack(ctx context.Context, g giveBack) {
+func (s *Store) giveBack(ctx context.Context, g giveBack) error {
 	if g.unused <= 0 {
-		return
+		return nil
 	}
 	s.storeCalls.Add(1)
 	s.releases.Add(1)
-	_ = s.reserver.Release(ctx, sluice.Request{Policy: &g.policy, Key: g.key, Cost: g.unused}, g.res, g.unused)
+	return s.reserver.Release(ctx, sluice.Request{Policy: &g.policy, Key: g.key, Cost: g.unused}, g.res, g.unused)
 }
 
 // DecideAll implements sluice.Store. A single request is decided as Decide

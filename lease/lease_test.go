@@ -99,7 +99,9 @@ func TestCloseGivesBack(t *testing.T) {
 		if s.Held(&p, "k") == 0 {
 			t.Fatalf("%s: the node holds no lease after 40 requests", p.Name)
 		}
-		s.Close(ctx)
+		if err := s.Close(); err != nil {
+			t.Fatalf("%s: Close: %v", p.Name, err)
+		}
 		peek, _ := remote.Decide(ctx, sluice.Request{Policy: &p, Key: "k"})
 		if peek.Remaining != p.Capacity()-40 {
 			t.Errorf("%s: after Close the store has %d left, want %d", p.Name, peek.Remaining, p.Capacity()-40)

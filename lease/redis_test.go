@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func openRedis(t *testing.T, srv *redistest.Server, clock sluice.Clock, timeout 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -40,6 +41,36 @@ func TestRedis(t *testing.T) {
 	t.Run("TwoNodes", func(t *testing.T) { testTwoNodes(t, srv) })
 	t.Run("StorePaused", func(t *testing.T) { testStorePaused(t, srv) })
 	t.Run("StoreDown", func(t *testing.T) { testStoreDown(t, srv) })
+	t.Run("ShutdownStorePaused", func(t *testing.T) { testShutdownStorePaused(t, srv) })
+}
+
+// testShutdownStorePaused: a release that cannot reach Redis is not lost
+// in silence: Shutdown says how many failed, within its context, and the
+// lease no longer decides (the units stay consumed: under-admission only).
+func testShutdownStorePaused(t *testing.T, srv *redistest.Server) {
+	ctx := context.Background()
+	p := sluice.Policy{Name: "gc", Algorithm: sluice.GCRA, Limit: 1000, Period: time.Hour}
+	clock := storetest.NewClock(storetest.Epoch)
+	s := lease.New(openRedis(t, srv, clock, time.Second), lease.WithClock(clock))
+	for range 20 {
+		if res, err := s.Decide(ctx, sluice.Request{Policy: &p, Key: "k", Cost: 1}); err != nil || !res.Allowed {
+			t.Fatalf("before the pause: %+v %v", res, err)
+		}
+	}
+	if s.Held(&p, "k") == 0 {
+		t.Fatal("no lease held")
+	}
+	srv.Pause()
+	defer srv.Resume()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := s.Shutdown(sctx)
+	if err == nil || !strings.Contains(err.Error(), "releases of unused units failed") {
+		t.Fatalf("Shutdown with Redis stopped: %v, want the failed releases", err)
+	}
+	if held := s.Held(&p, "k"); held != 0 {
+		t.Errorf("after Shutdown the node still holds %d units", held)
+	}
 }
 
 // testTwoNodes: two nodes with leases on one real redis-server, on a fake

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
@@ -30,14 +31,8 @@ func (s *slowStore) Reserve(ctx context.Context, req sluice.Request, upTo int64)
 // flight in the background on any of nodes.
 func waitQuiet(t *testing.T, nodes ...*lease.Store) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	for _, n := range nodes {
-		for n.Stats().Background > 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("a background store call is still in flight after 30s")
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
+		testwait.Until(t, "no background store call in flight", func() bool { return n.Stats().Background == 0 })
 	}
 }
 
@@ -92,7 +87,9 @@ func TestRenewalBound(t *testing.T) {
 				t.Error("no renewal")
 			}
 			for _, n := range c.nodes {
-				n.Close(context.Background())
+				if err := n.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
 				if held := n.Stats().Held; held != 0 {
 					t.Errorf("a closed node holds %d units", held)
 				}

@@ -2,8 +2,11 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/maphash"
 	"sync"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -39,7 +42,7 @@ func (s *Store) shardHash(key string) (*shard, uint64) {
 func (sh *shard) get(id leaseID, p *sluice.Policy) *lease {
 	l := sh.leases[id]
 	if l == nil {
-		l = &lease{id: id, sh: sh, policy: *p}
+		l = &lease{mu: newKeyLock(), id: id, sh: sh, policy: *p}
 		sh.leases[id] = l
 	}
 	return l
@@ -224,9 +227,24 @@ func (h *expiring) pop() expiry {
 	return top
 }
 
-// Close gives back every lease's unused units; later requests go to the
-// remote store. It does not close the remote store.
-func (s *Store) Close(ctx context.Context) {
+// closeTimeout bounds Close: the releases it makes, and the background
+// calls it waits for.
+const closeTimeout = 5 * time.Second
+
+// Close is Shutdown bounded by five seconds.
+func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+// Shutdown gives back every lease's unused units, then waits for the store
+// calls still running in the background (renewals, releases), until ctx
+// ends; later requests go to the remote store. It returns an error when a
+// release failed — its units return to the limit only as its window passes
+// or its bucket refills: under-admission, never over — or when ctx ended
+// first. It does not close the remote store, which is closed after it.
+func (s *Store) Shutdown(ctx context.Context) error {
 	var all []*lease
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -238,6 +256,8 @@ func (s *Store) Close(ctx context.Context) {
 		sh.mu.Unlock()
 	}
 	now := s.now()
+	var failed int
+	var first error
 	for _, l := range all {
 		l.mu.Lock() // after a reservation in flight
 		l.sh.mu.Lock()
@@ -246,8 +266,34 @@ func (s *Store) Close(ctx context.Context) {
 		l.sh.mu.Unlock()
 		// The newest reservation first: a refund restores a bucket fully
 		// only in the reverse order of the reservations.
-		s.giveBack(ctx, next)
-		s.giveBack(ctx, g)
+		for _, g := range []giveBack{next, g} {
+			if err := s.giveBack(ctx, g); err != nil {
+				if failed++; first == nil {
+					first = err
+				}
+			}
+		}
 		l.mu.Unlock()
 	}
+	var err error
+	if failed > 0 {
+		err = fmt.Errorf("lease: %d releases of unused units failed: %w", failed, first)
+	}
+	return errors.Join(err, s.waitBackground(ctx))
+}
+
+// waitBackground waits until no store call runs in the background, or ctx
+// ends. Such calls hold no lease Shutdown could take, and the remote store
+// is closed after it.
+func (s *Store) waitBackground(ctx context.Context) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for s.background.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lease: %d store calls still running in the background: %w", s.background.Load(), ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
 }

@@ -2,17 +2,17 @@ package lease
 
 import (
 	"math"
-	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
 )
 
 // lease is one (policy, key)'s quota on this node. Its fields are guarded by
-// its shard's mu; its own mu is held by the one caller reserving for the key
-// (and by a sweep or Close giving the lease back), across the store calls.
+// its shard's mu; its own mu (see keyLock) is held by the one caller
+// reserving for the key (and by a sweep or Close giving the lease back),
+// across the store calls.
 type lease struct {
-	mu      sync.Mutex
+	mu      keyLock
 	id      leaseID
 	sh      *shard
 	policy  sluice.Policy

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -44,11 +45,10 @@ func TestSweep(t *testing.T) {
 	}
 	// The sweep gives back in the background: the decision that ran it does
 	// not wait for the store.
-	for deadline := time.Now().Add(30 * time.Second); s.Stats().Background > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d background calls still running 30 s after the sweep", s.Stats().Background)
-		}
-	}
+	testwait.UntilSaw(t, "the sweep's background calls done", func() (bool, string) {
+		n := s.Stats().Background
+		return n == 0, fmt.Sprint(n, " still running")
+	})
 	peek, err := remote.Decide(ctx, sluice.Request{Policy: &p, Key: "hot"})
 	if err != nil || peek.Remaining != p.Limit-250 {
 		t.Errorf("the store has %d of the hot key's units left (%v), want %d: the lease was not given back", peek.Remaining, err, p.Limit-250)

@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,31 +76,31 @@ func TestRotationOnAnotherPolicyKeepsVictimState(t *testing.T) {
 }
 
 // The same attack on the victim's own policy: the attacker's keys are no more
-// safe to drop than Alice's, so once the store is full the attacker's new keys
-// are denied — counted in Stats — and Alice stays denied.
-func TestRotationOnTheSamePolicyIsDenied(t *testing.T) {
+// safe to drop than Alice's. Once the exact part is full they are admitted
+// and kept in the compact part (overflowing it, at 30 times what the exact
+// part holds, into its floors), never at the cost of Alice's state.
+func TestRotationOnTheSamePolicyKeepsVictimState(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
 	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(attackMaxKeys))
 	login := mustLimiter(t, s, sluice.Policy{Name: "login_attempts", Algorithm: sluice.SlidingLog, Limit: 5, Period: 15 * time.Minute})
 	exhaust(t, login, "alice")
 
-	admitted := flood(t, clock, login, "user-", attackKeys)
-	if admitted > attackMaxKeys {
-		t.Fatalf("%d attacker keys admitted with room for %d", admitted, attackMaxKeys)
+	if admitted := flood(t, clock, login, "user-", attackKeys); admitted != attackKeys {
+		t.Fatalf("%d of %d new keys admitted, want all: each is within its limit", admitted, attackKeys)
 	}
 	if r, _ := login.Allow(context.Background(), "alice"); r.Allowed {
 		t.Fatalf("Alice admitted after the flood: %+v", r)
 	}
 	st := s.Stats()
-	if st.Keys > attackMaxKeys || st.Refused != uint64(attackKeys-admitted) || st.Evicted != 0 {
-		t.Fatalf("stats %+v: want at most %d keys, %d refused, none evicted", st, attackMaxKeys, attackKeys-admitted)
+	if st.Keys > attackMaxKeys || st.Refused != 0 || st.Evicted != 0 || st.Spilled == 0 || st.Folded == 0 || st.Bytes > st.MaxBytes {
+		t.Fatalf("stats %+v: want at most %d exact keys, none refused or evicted, keys spilled and folded, within the bytes", st, attackMaxKeys)
 	}
-	t.Logf("%d of %d flood keys admitted; stats %+v", admitted, attackKeys, st)
+	t.Logf("stats %+v", st)
 }
 
 // A flood of one policy's keys that may not be dropped leaves room for another
-// policy's new keys: a policy at its share of the store fills at most 7/8 of
-// each shard.
+// policy's new keys in the exact part: a policy at its share of the store
+// fills at most 7/8 of each shard.
 func TestFloodLeavesRoomForOtherPolicies(t *testing.T) {
 	// Shards of 1,024 keys, so the eighth kept in each (128) is far above the
 	// 64 or so of the other policy's new keys that hashing puts in any shard.
@@ -108,25 +109,64 @@ func TestFloodLeavesRoomForOtherPolicies(t *testing.T) {
 	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(maxKeys))
 	login := mustLimiter(t, s, sluice.Policy{Name: "login_attempts", Algorithm: sluice.SlidingLog, Limit: 5, Period: 15 * time.Minute})
 	api := mustLimiter(t, s, sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Hour})
-	if admitted := flood(t, clock, login, "user-", 2*maxKeys); admitted > maxKeys*7/8 {
-		t.Fatalf("the flood got %d keys stored, more than 7/8 of %d", admitted, maxKeys)
+	flood(t, clock, login, "user-", 2*maxKeys)
+	if st := s.Stats(); st.Keys > maxKeys*7/8 {
+		t.Fatalf("the flood got %d keys into the exact part, more than 7/8 of %d", st.Keys, maxKeys)
 	}
+	spilled := s.Stats().Spilled
 	if admitted := flood(t, clock, api, "client-", others); admitted != others {
 		t.Fatalf("only %d of %d new keys of another policy admitted after the flood", admitted, others)
 	}
+	if st := s.Stats(); st.Spilled != spilled {
+		t.Fatalf("%d of the other policy's new keys went to the compact part, want none", st.Spilled-spilled)
+	}
 }
 
-// A denial caused by the store having no room is a decision, not an error,
-// and stays one as the flood goes on; once the flood's keys reset, new keys
-// are admitted again.
+// Two policies flooded at once, past what the compact part holds, leave a
+// third its new keys: each of them decided as on an empty store (the floors
+// the floods fold into count only for the policies folded into them).
+func TestFloodOfTwoPoliciesLeavesAThird(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	s := memory.New(memory.WithClock(clock), memory.WithMaxBytes(1<<20))
+	a := mustLimiter(t, s, sluice.Policy{Name: "a", Algorithm: sluice.SlidingLog, Limit: 5, Period: 15 * time.Minute})
+	b := mustLimiter(t, s, sluice.Policy{Name: "b", Algorithm: sluice.GCRA, Limit: 5, Period: 15 * time.Minute})
+	third := sluice.Policy{Name: "c", Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Hour}
+	c := mustLimiter(t, s, third)
+	for round := range 4 { // 80,000 new keys: the compact part (28,672 slots) overflows
+		flood(t, clock, a, fmt.Sprint("a-", round, "-"), 10_000)
+		flood(t, clock, b, fmt.Sprint("b-", round, "-"), 10_000)
+	}
+	ctx := context.Background()
+	for i := range 100 {
+		key := "c-" + strconv.Itoa(i)
+		empty := mustLimiter(t, memory.New(memory.WithClock(clock)), third)
+		for range third.Limit + 1 {
+			got, err := c.Allow(ctx, key)
+			want, _ := empty.Allow(ctx, key)
+			if err != nil || got != want {
+				t.Fatalf("new key %d of a third policy after two floods: got %+v %v, want %+v", i, got, err, want)
+			}
+		}
+	}
+	if st := s.Stats(); st.Folded == 0 {
+		t.Fatalf("stats %+v: the floods folded nothing", st)
+	}
+}
+
+// A store too small for a compact part (a byte budget under 2,584 bytes) still
+// denies a new key when full, as a decision and not an error, and admits new
+// keys again once the flood's keys reset.
 func TestRefusalEndsWhenStateResets(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
-	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(attackMaxKeys))
+	s := memory.New(memory.WithClock(clock), memory.WithMaxBytes(2560))
 	login := mustLimiter(t, s, sluice.Policy{Name: "login_attempts", Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Minute})
-	flood(t, clock, login, "user-", 2*attackMaxKeys)
+	flood(t, clock, login, "user-", 64)
 	r, err := login.Allow(context.Background(), "late")
 	if err != nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > time.Minute {
 		t.Fatalf("new key on a full store: %+v %v, want denied with a RetryAfter of at most a minute", r, err)
+	}
+	if st := s.Stats(); st.ColdSlots != 0 || st.Refused == 0 {
+		t.Fatalf("stats %+v: want no compact part and refusals", st)
 	}
 	clock.Advance(r.RetryAfter)
 	// Insertions sweep a few expired keys each: a handful of tries finds room.
@@ -148,66 +188,89 @@ func TestMaxBytesBoundsLongKeys(t *testing.T) {
 	}
 	st := s.Stats()
 	// Each key is charged twice its 1,000 bytes and an overhead: a single
-	// policy fills 7/8 of the budget, about 1,600 keys.
-	if st.Bytes > maxBytes || st.Keys > maxBytes/2000 || st.Keys < maxBytes/2300*7/10 {
-		t.Fatalf("stats %+v: want at most %d bytes and close to %d keys", st, maxBytes, maxBytes/2300*7/8)
+	// policy fills 7/8 of the exact part's half of the budget, about 800 keys.
+	const exact = maxBytes / 2
+	if st.Bytes > maxBytes || st.Keys > exact/2000 || st.Keys < exact/2300*7/10 {
+		t.Fatalf("stats %+v: want at most %d bytes and close to %d keys", st, maxBytes, exact/2300*7/8)
 	}
-	if st.Evicted == 0 || st.Refused != 0 {
-		t.Fatalf("stats %+v: want evictions and no refusal", st)
+	if st.Evicted == 0 || st.Refused != 0 || st.Spilled != 0 {
+		t.Fatalf("stats %+v: want evictions and no refusal or spill", st)
 	}
 }
 
 // A sliding log cannot outgrow the byte budget: when its buffer cannot grow,
-// the request is denied, never admitted uncounted.
+// the log moves to the compact part as one entry of its sum at its newest
+// entry's time, which holds its units longer than the log would, never
+// shorter. So it admits what its limit allows, never more than a store with
+// room for the whole log, and stays within the budget.
 func TestMaxBytesBoundsALog(t *testing.T) {
 	const maxBytes = 64 << 10
 	clock := storetest.NewClock(storetest.Epoch)
 	s := memory.New(memory.WithClock(clock), memory.WithMaxBytes(maxBytes))
-	l := mustLimiter(t, s, sluice.Policy{Name: "log", Algorithm: sluice.SlidingLog, Limit: 10_000, Period: time.Hour})
+	p := sluice.Policy{Name: "log", Algorithm: sluice.SlidingLog, Limit: 10_000, Period: time.Hour}
+	l := mustLimiter(t, s, p)
+	roomy := mustLimiter(t, memory.New(memory.WithClock(clock)), p)
 	ctx := context.Background()
-	admitted := 0
-	for range 10_000 {
-		r, err := l.Allow(ctx, "k")
+	var count tally
+	send := func(i int) {
+		got, err := l.Allow(ctx, "k")
+		want, _ := roomy.Allow(ctx, "k")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Allowed {
-			admitted++
+		count.add(t, got, want, fmt.Sprintf("request %d, against a store with room for the log", i))
+		if st := s.Stats(); i%100 == 0 && st.Bytes > maxBytes {
+			t.Fatalf("request %d: stats %+v, over the budget", i, st)
 		}
+	}
+	for i := range 10_000 { // the whole limit, a millisecond apart
+		send(i)
 		clock.Advance(time.Millisecond)
 	}
-	st := s.Stats()
-	if st.Bytes > maxBytes || st.Refused == 0 || admitted == 10_000 || admitted < 256 {
-		t.Fatalf("%d admitted, stats %+v: want the log capped within %d bytes and the rest refused", admitted, st, maxBytes)
+	if count.got != 10_000 {
+		t.Fatalf("%d of 10,000 admitted within the limit", count.got)
 	}
-	t.Logf("%d admitted, stats %+v", admitted, st)
+	for i := range 3 * 3600 { // then one a second for three hours
+		send(10_000 + i)
+		clock.Advance(time.Second)
+	}
+	st := s.Stats()
+	if st.Spilled != 0 || st.ColdKeys == 0 || st.Refused != 0 {
+		t.Fatalf("stats %+v: want the log moved to the compact part, none refused", st)
+	}
+	t.Logf("%d admitted, %d with room for the log; stats %+v", count.got, count.want, st)
 }
 
-// An all-or-nothing check that needs a new key the store has no room for is
-// denied as a whole, and stores nothing.
-func TestAllowAllRefusedWhenFull(t *testing.T) {
+// An all-or-nothing check on a full store admits new keys too (kept in the
+// compact part) and, when one check is denied, consumes nothing on any.
+func TestAllowAllOnAFullStore(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
 	s := memory.New(memory.WithClock(clock), memory.WithMaxKeys(attackMaxKeys))
 	login := mustLimiter(t, s, sluice.Policy{Name: "login_attempts", Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Minute})
 	flood(t, clock, login, "user-", 2*attackMaxKeys)
+	ctx := context.Background()
+	check := func(key string, cost int64) sluice.Check { return sluice.Check{Limiter: login, Key: key, Cost: cost} }
 	before := s.Stats()
-	results, err := sluice.AllowAll(context.Background(),
-		sluice.Check{Limiter: login, Key: "user-1", Cost: 1}, // held: admissible alone
-		sluice.Check{Limiter: login, Key: "new-one", Cost: 1},
-		sluice.Check{Limiter: login, Key: "new-two", Cost: 1})
+	results, err := sluice.AllowAll(ctx, check("user-1", 1), check("new-one", 1), check("new-two", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range results {
-		if r.Allowed || r.RetryAfter <= 0 {
-			t.Fatalf("check %d: %+v, want denied with a RetryAfter", i, r)
+		if !r.Allowed {
+			t.Fatalf("check %d: %+v, want admitted", i, r)
 		}
 	}
-	after := s.Stats()
-	if after.Keys != before.Keys || after.Refused != before.Refused+1 {
-		t.Fatalf("stats before %+v, after %+v: want nothing stored and one refusal", before, after)
+	if after := s.Stats(); after.Spilled != before.Spilled+2 || after.Refused != 0 {
+		t.Fatalf("stats before %+v, after %+v: want the two new keys spilled, none refused", before, after)
 	}
-	if r, _ := login.AllowN(context.Background(), "user-1", 0); r.Remaining != 4 {
-		t.Fatalf("user-1 after the refused batch: %+v, want 4 remaining (nothing consumed)", r)
+	// new-two has 3 left: a batch asking 4 of it is denied, and charges
+	// neither new-one nor user-1.
+	if results, _ = sluice.AllowAll(ctx, check("user-1", 1), check("new-one", 1), check("new-two", 4)); results[0].Allowed {
+		t.Fatalf("batch over new-two's limit: %+v, want denied", results)
+	}
+	for key, want := range map[string]int64{"user-1": 3, "new-one": 4, "new-two": 3} {
+		if r, _ := login.AllowN(ctx, key, 0); r.Remaining != want {
+			t.Fatalf("%s after the batches: %+v, want %d remaining", key, r, want)
+		}
 	}
 }

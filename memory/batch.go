@@ -13,6 +13,8 @@ type batchItem struct {
 	hash      uint64
 	shard     *shard
 	found     bool
+	held      bool // the compact part held its state
+	spill     bool // no room in the exact part: it goes to the compact part
 	old, next sluice.State
 	oldCap    logCapacity // capacity of old's log buffer
 	logCap    logCapacity // capacity of next's
@@ -23,8 +25,9 @@ type batchItem struct {
 
 // DecideAll implements sluice.Store: it locks every shard involved (in index
 // order, so concurrent batches cannot deadlock), decides each request on the
-// current state, makes room for every new state, and commits only if all were
-// admitted and all fit.
+// current state (the exact part's, else the compact part's), makes room for
+// every new state, and commits only if all were admitted. A new state the
+// exact part has no room for goes to the compact part.
 func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sluice.Result) error {
 	now := s.now()
 	b := make([]batchItem, len(reqs))
@@ -39,6 +42,7 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 	for _, k := range locked {
 		s.shards[k].mu.Lock()
 	}
+	defer s.pressure.report(s, now) // deferred first, so it runs after the unlocking
 	defer func() {
 		for _, k := range locked {
 			s.shards[k].mu.Unlock()
@@ -54,6 +58,9 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 			e := it.shard.at(j)
 			e.load(&it.old)
 			it.oldCap = e.logCap
+		} else if it.shard.cold.live(now) {
+			it.u = s.budgets.usage(r.Policy.Name)
+			_, it.held = s.coldRead(it.shard, it.hash, it.u, r.Policy, it.id.alg, now, &it.old)
 		}
 		it.next, results[i] = sluice.Decide(r.Policy, it.old, now, r.Cost)
 		if !results[i].Allowed {
@@ -82,6 +89,13 @@ func (s *Store) DecideAll(_ context.Context, reqs []sluice.Request, results []sl
 			}
 		case found:
 			it.shard.update(j, r.Policy, &it.next, &results[i], now, it.logCap)
+		case it.held && r.Cost == 0: // a peek changes nothing
+		case it.spill:
+			s.spill(it.shard, it.hash, it.u, it.id.alg, r.Policy, &it.next, now+results[i].ResetAfter.Microseconds(), now)
+			if !it.held {
+				s.spilled.Add(1)
+			}
+			s.pressure.note()
 		default:
 			it.shard.insert(it.hash, it.id, it.u, r.Policy, &it.next, &results[i], now, it.logCap)
 		}
@@ -115,7 +129,7 @@ func pinBatch(b []batchItem, pinned bool) {
 func (s *Store) makeBatchRoom(reqs []sluice.Request, b []batchItem, results []sluice.Result, now int64) (bool, int64) {
 	for i, r := range reqs {
 		it := &b[i]
-		if results[i].ResetAfter == 0 {
+		if results[i].ResetAfter == 0 || it.held && r.Cost == 0 {
 			continue
 		}
 		it.logCap = nextLogCap(it.id.alg, it.oldCap, it.old.Log.Len(), &it.next, r.Cost > 0)
@@ -125,7 +139,9 @@ func (s *Store) makeBatchRoom(reqs []sluice.Request, b []batchItem, results []sl
 			it.u = e.usage
 			it.needBytes -= entryBytes(e.key.len(), e.logCap)
 		} else {
-			it.u = s.budgets.usage(r.Policy.Name)
+			if it.u == nil {
+				it.u = s.budgets.usage(r.Policy.Name)
+			}
 			it.needKeys = 1
 			it.shard.sweep(now, sweepPerInsert)
 		}
@@ -139,8 +155,13 @@ func (s *Store) makeBatchRoom(reqs []sluice.Request, b []batchItem, results []sl
 				bytes += max(0, b[j].needBytes)
 			}
 		}
-		if ok, wait := s.makeRoom(it.shard, it.u, keys, bytes, now); !ok {
-			return false, wait
+		// A key in use (held, or back from the compact part) may move a
+		// colder key there to make room for itself.
+		if ok, wait := s.makeRoom(it.shard, it.u, keys, bytes, now, it.found || it.held); !ok {
+			if it.found || s.coldBuckets == 0 || s.colds.id(it.u, it.id.alg) == 0 {
+				return false, wait // a log that cannot grow, or no compact part: refused
+			}
+			it.spill, it.needKeys, it.needBytes = true, 0, 0
 		}
 	}
 	return true, 0

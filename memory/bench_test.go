@@ -48,8 +48,9 @@ func BenchmarkAllowN(b *testing.B) {
 			b.Run(string(a)+"/"+ks.name, func(b *testing.B) {
 				// Bounds with room for every key: the benchmark measures
 				// decisions, not eviction (1M keys exceed the default
-				// byte budget).
-				s := memory.New(memory.WithMaxKeys(2*ks.n), memory.WithMaxBytes(max(1<<20, int64(ks.n)<<10)))
+				// byte budget). The exact part, which holds them, has half
+				// the byte budget.
+				s := memory.New(memory.WithMaxKeys(2*ks.n), memory.WithMaxBytes(2*max(1<<20, int64(ks.n)<<10)))
 				l, err := sluice.New(s, sluice.Policy{Name: "bench", Algorithm: a, Limit: benchLimit, Period: benchPeriod})
 				if err != nil {
 					b.Fatal(err)

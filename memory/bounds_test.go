@@ -249,8 +249,8 @@ func TestDenialUnderAChangedPolicyKeepsTheState(t *testing.T) {
 	if res, _ := small.Allow(ctx, "victim"); res.Allowed { // 64 of 64: not safe to drop any more
 		t.Fatal("admitted past the lowered limit")
 	}
-	if res, _ := small.Allow(ctx, "attacker"); res.Allowed {
-		t.Fatal("a new key evicted a state that is not safe to drop")
+	if res, _ := small.Allow(ctx, "attacker"); !res.Allowed || s.Stats().Spilled != 1 {
+		t.Fatalf("a new key on a full store: %+v, stats %+v; want it admitted and kept in the compact part", res, s.Stats())
 	}
 	if res, _ := small.Allow(ctx, "victim"); res.Allowed {
 		t.Fatal("the victim's state was forgotten")
@@ -266,10 +266,7 @@ func TestNewShortKeyAllocatesNothing(t *testing.T) {
 	// key, so about a thousand keys are live and sweeping keeps up.
 	l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Millisecond})
 	ctx := context.Background()
-	keys := make([]string, 50_000)
-	for i := range keys {
-		keys[i] = "user-" + strconv.Itoa(i)
-	}
+	keys := numbered("user-", 50_000)
 	next := 0
 	step := func() {
 		clock.Advance(time.Microsecond)
@@ -286,5 +283,48 @@ func TestNewShortKeyAllocatesNothing(t *testing.T) {
 	}
 	if n := s.Len(); n > 4_000 {
 		t.Fatalf("%d keys stored, want about 1,000", n)
+	}
+}
+
+// A decision on a key held in the compact part allocates nothing either,
+// but for a sliding log, which rebuilds its one entry into a log (one
+// allocation).
+func TestZeroAllocsInCompactPart(t *testing.T) {
+	for _, a := range sluice.Algorithms {
+		t.Run(string(a), func(t *testing.T) {
+			clock := storetest.NewClock(storetest.Epoch)
+			s := memory.NewCompactFirst(memory.WithClock(clock))
+			l := mustLimiter(t, s, sluice.Policy{Name: "p", Algorithm: a, Limit: 10_000, Period: time.Hour})
+			ctx := context.Background()
+			keys := numbered("k", 1000)
+			next := 0
+			step := func() {
+				clock.Advance(time.Microsecond)
+				// Every other round a peek; a log only peeks after its
+				// first entry (a second would move it to the exact part).
+				cost := int64(next / len(keys) % 2)
+				if next < len(keys) || a == sluice.SlidingLog {
+					cost = int64(max(0, 1-next/len(keys)))
+				}
+				if _, err := l.AllowN(ctx, keys[next%len(keys)], cost); err != nil {
+					t.Fatal(err)
+				}
+				next++
+			}
+			for range 2 * len(keys) {
+				step()
+			}
+			allocs := testing.AllocsPerRun(1000, step)
+			if st := s.Stats(); st.Keys != 0 || st.ColdKeys != len(keys) {
+				t.Fatalf("stats %+v: want every key in the compact part", st)
+			}
+			want := 0.0
+			if a == sluice.SlidingLog {
+				want = 1
+			}
+			if allocs > want {
+				t.Fatalf("%v allocations per decision, want %v", allocs, want)
+			}
+		})
 	}
 }

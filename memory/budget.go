@@ -43,6 +43,19 @@ const evictionsPerInsert = 8
 // keys.
 const reservedShare = 8
 
+// The compact part (coldTable) takes up to 1/coldShare of the byte budget,
+// and up to coldSlotsPerKey slots per key of WithMaxKeys when that bounds the
+// store first: a flood of ten times the keys the exact part holds then still
+// leaves room in every bucket (docs/operations.md has the numbers). The
+// exact part keeps at least one long key's worth.
+const coldShare, coldSlotsPerKey = 2, 16
+
+// coldBytes is how much of the byte budget the compact part takes.
+func coldBytes(maxKeys int, maxBytes int64) int64 {
+	byKeys := int64(maxKeys) * coldSlotsPerKey / coldBucketSlots * coldBucketBytes
+	return max(0, min(maxBytes/coldShare, byKeys, maxBytes-entryBytes(sluice.MaxKeyLen, 0)))
+}
+
 // entryBytes is what the byte budget charges for one key.
 func entryBytes(keyLen int, logCap logCapacity) int64 {
 	return entryOverhead + keyBytesFactor*int64(keyLen) + int64(logCap)*logEntryBytes
@@ -56,6 +69,7 @@ type usage struct {
 	name        string
 	_           [48]byte
 	keys, bytes atomic.Int64
+	coldIDs     [7]atomic.Uint32 // by algorithmIndex: the policy's id in the compact part; 0 until it has one (never for concurrency)
 }
 
 func (u *usage) add(bytes int64) {
@@ -76,6 +90,14 @@ type budgets struct {
 	seen   atomic.Int64 // policies that ever stored a key
 }
 
+// lookup returns policy's usage if it ever stored a key, else nil.
+func (b *budgets) lookup(policy string) *usage {
+	if u, ok := b.byName.Load(policy); ok {
+		return u.(*usage)
+	}
+	return nil
+}
+
 func (b *budgets) usage(policy string) *usage {
 	if u, ok := b.byName.Load(policy); ok {
 		return u.(*usage)
@@ -88,11 +110,11 @@ func (b *budgets) usage(policy string) *usage {
 }
 
 // overShare reports whether u's policy holds at least its fair share: the
-// store's bounds divided among the policies seen, and never more than half,
+// exact part's bounds divided among the policies seen, and never more than half,
 // so that room is kept for a policy that has not come yet.
 func (s *Store) overShare(u *usage) bool {
 	n := max(s.budgets.seen.Load(), 2)
-	return u.keys.Load() >= int64(s.maxKeys)/n || u.bytes.Load() >= s.maxBytes/n
+	return u.keys.Load() >= int64(s.maxKeys)/n || u.bytes.Load() >= s.exactBytes/n
 }
 
 // safeAt returns the instant from which the state a decision left behind may
@@ -114,9 +136,11 @@ func safeAt(p *sluice.Policy, res *sluice.Result, now, expires int64) int64 {
 }
 
 // makeRoom evicts safe entries until the shard can take keys more keys and
-// bytes more bytes for the policy of u, and reports whether it can. When it
-// cannot, it returns how long until a sampled entry becomes safe to drop.
-func (s *Store) makeRoom(sh *shard, u *usage, keys int, bytes int64, now int64) (bool, int64) {
+// bytes more bytes for the policy of u, and reports whether it can. With
+// demote, when none in reach is safe to drop it moves one the compact part
+// holds exactly there instead (see demote). When it cannot, it returns how
+// long until a sampled entry becomes safe to drop.
+func (s *Store) makeRoom(sh *shard, u *usage, keys int, bytes int64, now int64, demote bool) (bool, int64) {
 	keyLimit, byteLimit := s.perShard, s.perShardBytes
 	var only *usage // an over-share policy may replace only its own state
 	if s.overShare(u) {
@@ -128,14 +152,16 @@ func (s *Store) makeRoom(sh *shard, u *usage, keys int, bytes int64, now int64) 
 		if tries == evictionsPerInsert {
 			return false, 0
 		}
-		victim, wait := sh.pickSafe(now, only)
-		if victim < 0 {
+		victim, compact, wait := sh.pickSafe(now, only)
+		switch {
+		case victim >= 0:
+			if sh.at(victim).expires > now { // not merely expired
+				s.evicted.Add(1)
+			}
+			sh.remove(victim)
+		case !demote || compact < 0 || !s.demote(sh, compact, now):
 			return false, wait
 		}
-		if sh.at(victim).expires > now { // not merely expired
-			s.evicted.Add(1)
-		}
-		sh.remove(victim)
 	}
 	return true, 0
 }
@@ -163,20 +189,41 @@ type Stats struct {
 	// had used at most 1/64 of its capacity (see the package doc).
 	Evicted uint64
 	// Refused counts decisions denied because the store had no room for the
-	// key's state and none it could safely drop.
+	// key's state: only when the store has no compact part (a byte budget
+	// too small for one) or the policy no id in it (past maxColdIDs).
 	Refused uint64
+	// ColdKeys is how many states the compact part holds (some of them may
+	// have expired and wait to be reused); ColdSlots how many it can hold.
+	ColdKeys, ColdSlots int
+	// Spilled counts new keys kept in the compact part because the exact
+	// part was full with nothing safe to drop: the store is under pressure.
+	Spilled uint64
+	// Demoted counts keys moved, exactly, from the exact part to the compact
+	// part to make room for a key in use.
+	Demoted uint64
+	// Folded counts states folded into a floor because both of a key's
+	// buckets were full: from then on the keys of that bucket are counted
+	// with more than their own units (never fewer). Rising, it means the
+	// compact part is full too.
+	Folded uint64
 }
 
 // Stats returns the store's current use of its bounds and its pressure
 // counters. Refused rising means a flood of keys the store will not forget:
 // those decisions were denied, not admitted.
 func (s *Store) Stats() Stats {
-	st := Stats{MaxKeys: s.maxKeys, MaxBytes: s.maxBytes, Evicted: s.evicted.Load(), Refused: s.refused.Load()}
+	st := Stats{MaxKeys: s.maxKeys, MaxBytes: s.maxBytes, Evicted: s.evicted.Load(), Refused: s.refused.Load(),
+		ColdSlots: s.coldBuckets * coldBucketSlots * len(s.shards),
+		Spilled:   s.spilled.Load(), Demoted: s.demoted.Load(), Folded: s.folded.Load()}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		st.Keys += len(sh.owned)
 		st.Bytes += sh.bytes
+		if sh.cold != nil {
+			st.ColdKeys += sh.cold.held
+			st.Bytes += int64(s.coldBuckets) * coldBucketBytes
+		}
 		sh.mu.Unlock()
 	}
 	return st

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -79,7 +80,10 @@ func (t *keyText) String() string {
 // slidingLogIndex is algorithmIndex(sluice.SlidingLog).
 const slidingLogIndex = 1
 
-// algorithmIndex is a's position in sluice.Algorithms.
+// concurrencyIndex is algorithmIndex(sluice.Concurrency).
+const concurrencyIndex = 6
+
+// algorithmIndex is a's position in stateAlgorithms.
 func algorithmIndex(a sluice.Algorithm) uint8 {
 	switch a { // a switch compares lengths first: cheaper than a loop over the list
 	case sluice.FixedWindow:
@@ -92,8 +96,14 @@ func algorithmIndex(a sluice.Algorithm) uint8 {
 		return 3
 	case sluice.LeakyBucket:
 		return 4
+	case sluice.Concurrency:
+		return concurrencyIndex
+	case sluice.GCRA:
+		return 5
 	}
-	return 5 // GCRA: the policy is valid
+	// Stores assume valid policies (sluice.Store); this one refuses to pick
+	// an algorithm for one that is not, before it locks or changes anything.
+	panic(fmt.Sprintf("memory: policy has unknown algorithm %q: validate policies with Policy.Validate (sluice.New does)", string(a)))
 }
 
 // entry is one key's state, 96 bytes: a decision reads all of it, and with

@@ -5,20 +5,32 @@
 // decision on an existing key allocates nothing.
 //
 // Memory is bounded in keys (WithMaxKeys) and bytes (WithMaxBytes), and the
-// bounds never buy an attacker a victim's quota. A key whose state is back to
-// initial is forgotten. Under pressure the store forgets only state that is
-// safe to drop: a key that has used at most 1/64 of its capacity (nothing at
-// all when the capacity is under 64), preferring the one closest to its reset.
-// Each policy has a fair share of the bounds; a policy over its share may use
-// at most 7/8 of the store and replace only its own state, so flooding one
-// policy with new keys never crowds out another's. When there is no room and
-// nothing safe to drop, a new key is denied (Allowed false, RetryAfter set),
-// never admitted uncounted, and counted in Stats().Refused.
+// bounds never buy an attacker a victim's quota, nor lock new users out. A
+// key whose state is back to initial is forgotten. Keys are held in two
+// parts. The exact part holds each key with its state, as long as it has
+// room (WithMaxKeys, and half the byte budget); under pressure it forgets
+// only state that is safe to drop: a key that has used at most 1/64 of its
+// capacity (nothing at all when the capacity is under 64), preferring the one
+// closest to its reset. Each policy has a fair share of it; a policy over its
+// share may use at most 7/8 and replace only its own state, so flooding one
+// policy with new keys never crowds out another's.
+//
+// A key the exact part has no room for goes to the compact part, which holds
+// its state in 16 bytes without the key, in a fixed table sized from the
+// other half of the byte budget: exactly for every algorithm (a sliding log
+// of several entries as one entry of their sum at the newest one's time). Keys
+// that share a slot, and states folded into a bucket's floor when the table
+// overflows, are counted with at least their own units, never fewer: the
+// compact part may deny more than the exact one, never admit more. A key in
+// use moves back to the exact part when it has room, or when a key there the
+// compact part holds exactly can move the other way. docs/semantics.md (rule 6)
+// and docs/operations.md give the bounds; Stats counts what happens.
 package memory
 
 import (
 	"context"
 	"hash/maphash"
+	"log/slog"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -46,13 +58,23 @@ type Store struct {
 	perShardBytes int64
 	maxKeys       int
 	maxBytes      int64
+	exactBytes    int64 // what of maxBytes the exact part may take: the rest is the compact part's
 	seed          maphash.Seed
 	clock         sluice.Clock // nil: the monotonic clock, from anchor
 	anchor        time.Time
 	anchorMicros  int64
 	budgets       budgets
+	colds         coldIDs
+	coldBuckets   int // per shard; 0: no compact part
 	evicted       atomic.Uint64
 	refused       atomic.Uint64
+	spilled       atomic.Uint64
+	demoted       atomic.Uint64
+	folded        atomic.Uint64
+	pressure      pressure
+	// compactFirst (set by tests only) keeps every new state the compact part
+	// holds exactly there, so that the conformance suite runs through it.
+	compactFirst bool
 }
 
 var (
@@ -67,6 +89,7 @@ type config struct {
 	clock    sluice.Clock
 	maxKeys  int
 	maxBytes int64
+	log      *slog.Logger
 }
 
 // WithClock makes the store read time from c instead of the monotonic system
@@ -91,24 +114,30 @@ func New(opts ...Option) *Store {
 	for _, o := range opts {
 		o(&cf)
 	}
+	cold := coldBytes(cf.maxKeys, cf.maxBytes)
 	// Each shard should hold a fair number of keys, or uneven hashing would make
 	// the bound much tighter than asked for.
 	n := maxShards
-	for n > 1 && min(int64(cf.maxKeys), cf.maxBytes/entryOverhead)/int64(n) < 64 {
+	for n > 1 && min(int64(cf.maxKeys), (cf.maxBytes-cold)/entryOverhead)/int64(n) < 64 {
 		n /= 2
 	}
+	coldBuckets := int(cold / coldBucketBytes / int64(n))
+	exactBytes := cf.maxBytes - int64(coldBuckets*n)*coldBucketBytes
 	s := &Store{
 		shards:        make([]shard, n),
 		arena:         new(arena),
 		mask:          uint64(n - 1),
 		perShard:      max(1, cf.maxKeys/n),
-		perShardBytes: cf.maxBytes / int64(n),
+		perShardBytes: exactBytes / int64(n),
 		maxKeys:       cf.maxKeys,
 		maxBytes:      cf.maxBytes,
+		exactBytes:    exactBytes,
 		seed:          maphash.MakeSeed(),
 		clock:         cf.clock,
 		anchor:        time.Now(),
+		coldBuckets:   coldBuckets,
 	}
+	s.pressure.log = cf.log
 	s.anchorMicros = s.anchor.UnixMicro()
 	for i := range s.shards {
 		s.shards[i].arena = s.arena
@@ -125,6 +154,11 @@ func (s *Store) now() int64 {
 	}
 	return s.anchorMicros + int64(time.Since(s.anchor)/time.Microsecond)
 }
+
+// Close returns nil: the store holds no connection or goroutine to release.
+// It is there so that every store of this module is an io.Closer, closed the
+// same way. A closed memory store still decides.
+func (s *Store) Close() error { return nil }
 
 // Decide implements sluice.Store.
 func (s *Store) Decide(_ context.Context, req sluice.Request) (res sluice.Result, err error) {
@@ -183,16 +217,19 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	i, found := sh.find(h, &id)
+	if !found {
+		applied = s.applyAbsent(sh, h, p, &id, cost, consumes, o, res, now)
+		sh.mu.Unlock()
+		s.pressure.report(s, now)
+		return applied
+	}
+	e := sh.at(i)
 	var next sluice.State
-	var logCap logCapacity
+	e.load(&next)
+	logCap := e.logCap
 	oldLen := 0 // next.Log.Len(), without copying the Log to ask
-	if found {
-		e := sh.at(i)
-		e.load(&next)
-		logCap = e.logCap
-		if e.log != nil {
-			oldLen = e.log.Len()
-		}
+	if e.log != nil {
+		oldLen = e.log.Len()
 	}
 	if o == nil {
 		sluice.DecideInPlace(p, &next, now, cost, res)
@@ -202,53 +239,21 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 	applied = true
 	switch {
 	case res.ResetAfter == 0: // back to initial: nothing to keep
-		if found {
-			sh.remove(i)
-		}
-	case found && o == nil && (cost == 0 || !res.Allowed):
+		sh.remove(i)
+	case o == nil && (cost == 0 || !res.Allowed):
 		sh.keep(i, p, res, now) // a peek or a denial leaves the state as it was
-	case found:
-		logCap = nextLogCap(id.alg, logCap, oldLen, &next, res.Allowed && consumes)
-		if logCap > sh.at(i).logCap {
-			applied = s.growLog(sh, i, p, logCap, now, res)
-		}
-		if applied {
-			sh.update(i, p, &next, res, now, logCap)
-		}
 	default:
-		logCap = nextLogCap(id.alg, 0, 0, &next, res.Allowed && consumes)
-		applied = s.insert(sh, h, id, p, &next, res, now, logCap)
+		logCap = nextLogCap(id.alg, logCap, oldLen, &next, res.Allowed && consumes)
+		if logCap > e.logCap {
+			var grown bool
+			if grown, applied = s.growLog(sh, i, h, p, &next, logCap, now, res); !grown {
+				break
+			}
+		}
+		sh.update(i, p, &next, res, now, logCap)
 	}
 	sh.mu.Unlock()
 	return applied
-}
-
-// growLog makes room in sh for entry i's log to grow to logCap entries. When
-// there is none it writes the refusal into *res and returns false.
-func (s *Store) growLog(sh *shard, i int32, p *sluice.Policy, logCap logCapacity, now int64, res *sluice.Result) bool {
-	e := sh.at(i)
-	grown := (int64(logCap) - int64(e.logCap)) * logEntryBytes
-	e.pinned = true
-	ok, wait := s.makeRoom(sh, e.usage, 0, grown, now)
-	e.pinned = false
-	if !ok {
-		*res = s.refusal(p, wait)
-	}
-	return ok
-}
-
-// insert stores a new key's state, *res being the decision that produced it,
-// within the bounds: it returns true, or writes the refusal into *res and
-// returns false when there is no room.
-func (s *Store) insert(sh *shard, h uint64, id entryKey, p *sluice.Policy, st *sluice.State, res *sluice.Result, now int64, logCap logCapacity) bool {
-	sh.sweep(now, sweepPerInsert)
-	u := s.budgets.usage(p.Name)
-	if ok, wait := s.makeRoom(sh, u, 1, entryBytes(len(id.key), logCap), now); !ok {
-		*res = s.refusal(p, wait)
-		return false
-	}
-	sh.insert(h, id, u, p, st, res, now, logCap)
-	return true
 }
 
 // Reset implements sluice.Resetter: it forgets the state of (p, key).
@@ -261,11 +266,20 @@ func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
 	if i, ok := sh.find(h, &id); ok {
 		sh.remove(i)
 	}
+	// Its compact state too, with any other key's that shares its slots: a
+	// reset forgives, and sharing is rare (see coldTable).
+	if u := s.budgets.lookup(p.Name); u != nil && sh.cold != nil {
+		if cid := u.coldIDs[id.alg].Load(); cid != 0 {
+			r := sh.cold.ref(h, cid)
+			sh.cold.clear(&r)
+		}
+	}
 	sh.mu.Unlock()
 	return nil
 }
 
-// Len returns the number of keys held.
+// Len returns the number of keys the exact part holds (Stats counts the
+// compact part's too).
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
@@ -280,10 +294,13 @@ func (s *Store) Len() int {
 // TTL returns how long the state of the policy named policy and key is kept if
 // nothing else happens — its ResetAfter — and false when the store holds none.
 // A name used with several algorithms has a state for each: TTL reports the
-// first it finds, in the order of sluice.Algorithms.
+// first it finds, in the order of sluice.Algorithms, then Concurrency's. For
+// a state in the compact part it is how long its slot is kept: not less than
+// its ResetAfter, up to a period (or two, for sliding_window) more.
 func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 	now := s.now()
-	for _, a := range sluice.Algorithms {
+	u := s.budgets.lookup(policy)
+	for _, a := range stateAlgorithms {
 		id := entryKey{policy: policy, alg: algorithmIndex(a), key: key}
 		h := s.hash(&id)
 		sh := &s.shards[h&s.mask]
@@ -291,6 +308,8 @@ func (s *Store) TTL(policy, key string) (time.Duration, bool) {
 		var expires int64
 		if i, ok := sh.find(h, &id); ok {
 			expires = sh.at(i).expires
+		} else if u != nil && sh.cold != nil {
+			expires = sh.cold.keptUntil(&s.colds, h, u.coldIDs[id.alg].Load())
 		}
 		sh.mu.Unlock()
 		if expires > now {
@@ -310,8 +329,13 @@ func (s *Store) hash(id *entryKey) uint64 {
 	// The algorithm only separates one name's states, which find tells apart
 	// anyway, so a fixed constant per algorithm is mixing enough and costs no
 	// third hash.
-	return maphash.String(s.seed, id.key) ^ bits.RotateLeft64(maphash.String(s.seed, id.policy), 29) ^
-		uint64(2*id.alg+1)*0x9e3779b97f4a7c15 // a distinct odd multiple of the golden ratio
+	return s.mix(maphash.String(s.seed, id.key), id.policy, id.alg)
+}
+
+// mix is hash given the key's own hash.
+func (s *Store) mix(keyHash uint64, policy string, alg uint8) uint64 {
+	return keyHash ^ bits.RotateLeft64(maphash.String(s.seed, policy), 29) ^
+		uint64(2*alg+1)*0x9e3779b97f4a7c15 // a distinct odd multiple of the golden ratio
 }
 
 func insertSorted(xs []int, x int) []int {

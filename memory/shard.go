@@ -14,12 +14,14 @@ type shard struct {
 	mu     sync.Mutex
 	index  index
 	arena  *arena
-	chunks []*chunk // the arena's, as of the shard's last fresh position
-	owned  []int32  // the positions of the shard's entries
-	free   []int32  // positions of entries removed, for the next insertions
-	bytes  int64    // charged against the byte budget
-	hand   int      // where in owned the next sweep or eviction sample starts
-	_      [64]byte // keep neighbouring shards' mutexes off one cache line
+	chunks []*chunk                    // the arena's, as of the shard's last fresh position
+	owned  []int32                     // the positions of the shard's entries
+	free   []int32                     // positions of entries removed, for the next insertions
+	bytes  int64                       // charged against the byte budget
+	hand   int                         // where in owned the next sweep or eviction sample starts
+	cold   *coldTable                  // the compact part; nil until the shard first needs it
+	slots  map[int32][]sluice.HeldSlot // the slots of concurrency entries, by position (slots.go)
+	_      [64]byte                    // keep neighbouring shards' mutexes off one cache line
 }
 
 // sweepPerInsert is how many entries each insertion checks for expiry. Two keep
@@ -60,13 +62,20 @@ func (sh *shard) update(i int32, p *sluice.Policy, st *sluice.State, res *sluice
 	// After a clock step backwards ResetAfter counts from the instant the
 	// state was last at; never forget it earlier than before.
 	expires = max(expires, e.expires)
-	if logCap != e.logCap { // only a log's buffer changes the charge
+	sh.charge(e, logCap)
+	e.expires, e.safeAt = expires, safeAt(p, res, now, expires)
+	e.store(st)
+}
+
+// charge sets what entry e is charged beyond its key to logCap entries of a
+// log (or their worth of slots).
+func (sh *shard) charge(e *entry, logCap logCapacity) {
+	if logCap != e.logCap { // only a log's buffer or a slot set changes the charge
 		bytes := (int64(logCap) - int64(e.logCap)) * logEntryBytes
 		sh.bytes += bytes
 		e.usage.bytes.Add(bytes) // shared by every shard: not on every decision
+		e.logCap = logCap
 	}
-	e.expires, e.safeAt, e.logCap = expires, safeAt(p, res, now, expires), logCap
-	e.store(st)
 }
 
 // keep follows a peek or a denial under p, which left entry i's state as it
@@ -119,16 +128,18 @@ func (sh *shard) sweep(now int64, n int) {
 // policy only, unless nil): among the first evictSample entries from the
 // hand, the one closest to its reset, because its loss over-admits the least;
 // if none is safe, the first safe one within sampleReach. It returns -1 when
-// there is none, with the wait until the earliest sampled entry becomes safe.
-func (sh *shard) pickSafe(now int64, only *usage) (int32, int64) {
+// there is none, with the wait until the earliest sampled entry becomes safe,
+// and, of the sampled entries the compact part holds exactly, the one closest
+// to its reset (-1: none).
+func (sh *shard) pickSafe(now int64, only *usage) (victim, compact int32, soonest int64) {
 	n := len(sh.owned)
 	if n == 0 {
-		return -1, 0
+		return -1, -1, 0
 	}
 	if sh.hand >= n {
 		sh.hand = 0
 	}
-	victim, soonest := int32(-1), int64(0)
+	victim, compact = -1, -1
 	for k := 0; k < min(sampleReach, n); k++ {
 		if k >= evictSample && victim >= 0 {
 			break
@@ -142,6 +153,9 @@ func (sh *shard) pickSafe(now int64, only *usage) (int32, int64) {
 			if soonest == 0 || e.safeAt-now < soonest {
 				soonest = e.safeAt - now
 			}
+			if e.compact() && (compact < 0 || e.expires < sh.at(compact).expires) {
+				compact = pos
+			}
 			continue
 		}
 		if victim < 0 || e.expires < sh.at(victim).expires {
@@ -149,7 +163,7 @@ func (sh *shard) pickSafe(now int64, only *usage) (int32, int64) {
 		}
 	}
 	sh.hand = (sh.hand + evictSample) % n
-	return victim, soonest
+	return victim, compact, soonest
 }
 
 // remove forgets the entry at pos and frees its position.
@@ -159,6 +173,9 @@ func (sh *shard) remove(pos int32) {
 	bytes := entryBytes(e.key.len(), e.logCap)
 	sh.bytes -= bytes
 	e.usage.release(bytes)
+	if e.alg == concurrencyIndex {
+		delete(sh.slots, pos)
+	}
 	*e = entry{} // drop references for the GC
 	sh.give(pos)
 }

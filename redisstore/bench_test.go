@@ -63,7 +63,7 @@ func startSluice(b *testing.B) decideFunc {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(st.Close)
+	b.Cleanup(func() { _ = st.Close() })
 	l, err := sluice.New(st, benchPolicy)
 	if err != nil {
 		b.Fatal(err)

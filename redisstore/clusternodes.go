@@ -37,15 +37,17 @@ const (
 )
 
 // NodeOf names the Redis node that holds (p, key), for
-// failover.WithBreakerPerNode: on a sharded store the shard's Name; on a
-// Cluster the address ("host:port") of the master serving the key's slot,
+// failover.WithBreakerPerNode: on a sharded store the shard's Name (on a
+// routed one, the route's address), or for a shard that is a Cluster the
+// master within it; on a Cluster the address ("host:port") of the master
+// serving the key's slot,
 // as the store last read the slot map (it reads it again every second while
 // in use, and at once after a call fails with a redirect, CLUSTERDOWN,
 // TRYAGAIN or a connection error); "" for a single Redis, for a Cluster before the map is read, and
 // for a Runner of another client library.
 func (s *Store) NodeOf(p *sluice.Policy, key string) string {
 	if loc, ok := s.run.(nodeLocator); ok && loc.manyNodes() {
-		return loc.nodeOf(keyRef{prefix: s.prefix, p: p, key: key})
+		return loc.nodeOf(s.ref(p, key))
 	}
 	return ""
 }
@@ -102,10 +104,20 @@ func (l *lazyRunner) nodeOf(k keyRef) string {
 	return ""
 }
 
-// A shard that is itself a Cluster keeps one breaker: it is named as a whole.
 func (r *ShardedRunner) manyNodes() bool { return len(r.shards) > 1 }
 
-func (r *ShardedRunner) nodeOf(k keyRef) string { return r.shards[r.shardFor(k)].Name }
+// nodeOf names the shard of k, or within a shard that is a Cluster (or
+// sharded itself; a routed store's route may be either) the node of k, so
+// that each keeps a breaker per node as it would alone.
+func (r *ShardedRunner) nodeOf(k keyRef) string {
+	sh := &r.shards[r.shardFor(k)]
+	if loc, ok := sh.Runner.(nodeLocator); ok && loc.manyNodes() {
+		if node := loc.nodeOf(k); node != "" {
+			return node
+		}
+	}
+	return sh.Name
+}
 
 // clusterNodes is a Cluster's slot → master map. A lookup that finds the map
 // older than every, or a call that failed in a way that says the map may be

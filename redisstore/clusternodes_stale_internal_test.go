@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // After a master dies and its replica takes over, the calls that fail on the
@@ -23,7 +24,7 @@ func TestSlotMapFollowsAFailoverOnFailedCalls(t *testing.T) {
 	s := NewWithRunner(r, WithTimeout(2*time.Second))
 	p := &sluice.Policy{Name: "failover", Algorithm: sluice.GCRA, Limit: 1e6, Period: time.Second}
 	const key = "user:1"
-	waitFor(t, 10*time.Second, "NodeOf names the key's master", func() bool { return s.NodeOf(p, key) != "" })
+	testwait.Until(t, "NodeOf names the key's master", func() bool { return s.NodeOf(p, key) != "" })
 	ctx := context.Background()
 	if _, err := s.Decide(ctx, sluice.Request{Policy: p, Key: key, Cost: 1}); err != nil {
 		t.Fatal(err)
@@ -42,7 +43,7 @@ func TestSlotMapFollowsAFailoverOnFailedCalls(t *testing.T) {
 	// Decisions on the key fail until the replica is promoted and rueidis
 	// finds it; each failure asks for fresh readings of the map.
 	var promoted string
-	waitFor(t, 30*time.Second, "NodeOf names the promoted replica", func() bool {
+	testwait.Until(t, "NodeOf names the promoted replica", func() bool {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, _ = s.Decide(dctx, sluice.Request{Policy: p, Key: key, Cost: 1})
 		cancel()
@@ -74,24 +75,13 @@ func startClusterClient(t *testing.T, replicas int) (*redistest.Cluster, rueidis
 	return cl, client
 }
 
-// waitFor polls cond, which reads a real Redis Cluster's state, until it
-// holds or within fails the test.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-	}
-}
-
 // Calls failing without pause read the slot map at most once per
 // nodesRetrigger, however fast they fail: the bound holds on a machine of any
 // speed (a slow one reads less often, never more).
 func TestSlotMapReadingsAreRateLimited(t *testing.T) {
 	cl, client := startClusterClient(t, 0)
 	n := newClusterNodes(client, time.Hour)
-	waitFor(t, 10*time.Second, "the first reading of the map", func() bool { return n.table.Load() != nil && !n.busy.Load() })
+	testwait.Until(t, "the first reading of the map", func() bool { return n.table.Load() != nil && !n.busy.Load() })
 	before := clusterSlotsCalls(t, cl)
 	start := time.Now()
 	failed := 0
@@ -99,7 +89,7 @@ func TestSlotMapReadingsAreRateLimited(t *testing.T) {
 		n.stale()
 		failed++
 	}
-	waitFor(t, 10*time.Second, "the last reading ends", func() bool { return !n.busy.Load() })
+	testwait.Until(t, "the last reading ends", func() bool { return !n.busy.Load() })
 	elapsed := time.Since(start)
 	readings := clusterSlotsCalls(t, cl) - before
 	if most := int(elapsed/nodesRetrigger) + 1; readings < 1 || readings > most {
@@ -165,7 +155,7 @@ func TestSlotMapFollowsAMovedSlot(t *testing.T) {
 	s := New(client, WithTimeout(5*time.Second))
 	p := &sluice.Policy{Name: "moved", Algorithm: sluice.FixedWindow, Limit: 1e6, Period: time.Minute}
 	const key = "user:2"
-	waitFor(t, 10*time.Second, "NodeOf names the key's master", func() bool { return s.NodeOf(p, key) != "" })
+	testwait.Until(t, "NodeOf names the key's master", func() bool { return s.NodeOf(p, key) != "" })
 	from := s.NodeOf(p, key)
 	slot := strconv.Itoa(Slot(s.Key(p, key)))
 	target := cl.Nodes[slices.IndexFunc(cl.Nodes, func(n *redistest.Server) bool { return n.Addr() != from })]
@@ -183,7 +173,7 @@ func TestSlotMapFollowsAMovedSlot(t *testing.T) {
 	}
 	ctx := context.Background()
 	decided := 0
-	waitFor(t, 30*time.Second, "NodeOf names the slot's new owner "+to, func() bool {
+	testwait.Until(t, "NodeOf names the slot's new owner "+to, func() bool {
 		if _, err := s.Decide(ctx, sluice.Request{Policy: p, Key: key, Cost: 1}); err != nil {
 			t.Fatalf("Decide after the slot moved: %v", err)
 		}

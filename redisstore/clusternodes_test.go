@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/redisstore/internal/rstest"
 )
@@ -54,11 +55,7 @@ func testNodes(t *testing.T, cl *redistest.Cluster) {
 	}
 	p := &sluice.Policy{Name: "nodes", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second}
 	// The slot map is read in the background from the store's start.
-	for deadline := time.Now().Add(10 * time.Second); s.NodeOf(p, "k") == ""; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("NodeOf names no node 10 s after Open")
-		}
-	}
+	testwait.Until(t, "NodeOf naming a node after Open", func() bool { return s.NodeOf(p, "k") != "" })
 	rng := rand.New(rand.NewPCG(15, 4))
 	masters := map[string]int{}
 	for range 300 {

@@ -25,7 +25,7 @@ func testConcurrency(t *testing.T, url string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { _ = s.Close() })
 		stores[i] = s
 	}
 	for _, a := range sluice.Algorithms {

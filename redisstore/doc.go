@@ -74,6 +74,7 @@
 //	gcra            gc  string (TAT, TOL)         theoretical arrival time µs, the admitting policy's B·T µs
 //	leaky_bucket    lb  string (TAT, TOL)         the queue tail's TAT µs, the admitting policy's B·T µs
 //	sliding_log     sl  list of (TS, COST, CUM)   one per admission, oldest first
+//	concurrency     cc  sorted set of tokens      one per slot held, scored by its acquisition µs
 //
 // Earlier versions of Sluice wrote the strings as decimal text ("LAST:COUNT"
 // and so on); such a state is still read, and rewritten packed by the next

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -22,9 +23,21 @@ func algoCode(a sluice.Algorithm) string {
 		return "tb"
 	case sluice.LeakyBucket:
 		return "lb"
-	default:
+	case sluice.Concurrency:
+		return "cc"
+	case sluice.GCRA:
 		return "gc"
 	}
+	// Stores assume valid policies (sluice.Store). Every request's key is
+	// built here first, so this refuses to pick an algorithm for one that is
+	// not before anything is sent or queued.
+	panic(unknownAlgorithm(a))
+}
+
+// unknownAlgorithm is the panic of a request whose algorithm is none of
+// Sluice's.
+func unknownAlgorithm(a sluice.Algorithm) string {
+	return fmt.Sprintf("redisstore: policy has unknown algorithm %q: validate policies with Policy.Validate (sluice.New does)", string(a))
 }
 
 // redisKey returns prefix + "{" + policy + ":" + escaped key + "}:" + code.

@@ -46,7 +46,7 @@ func TestMemoryPerKey(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(st.Close)
+			t.Cleanup(func() { _ = st.Close() })
 			p := sluice.Policy{Name: "mem", Algorithm: alg, Limit: 100, Period: 24 * time.Hour}
 			l, err := sluice.New(st, p)
 			if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/redisstore/internal/rstest"
 )
@@ -93,14 +94,10 @@ func testOpen(t *testing.T, url string) {
 	}
 	s.Close()
 	// rueidis' cluster client closes its connections in the background.
-	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := s.Decide(ctx, sluice.Request{Policy: p, Key: "k", Cost: 1}); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Decide after Close succeeds: Close did not close the client Open made")
-		}
-	}
+	testwait.Until(t, "Decide failing after Close (closing the client Open made)", func() bool {
+		_, err := s.Decide(ctx, sluice.Request{Policy: p, Key: "k", Cost: 1})
+		return err != nil
+	})
 
 	c := newClient(t, url)
 	redisstore.New(c).Close()

@@ -35,7 +35,7 @@ func BenchmarkPipelining(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(st.Close)
+			b.Cleanup(func() { _ = st.Close() })
 			return st
 		}},
 		{"sync", func(b *testing.B, url string) *redisstore.Store {

@@ -74,6 +74,7 @@ func TestSingle(t *testing.T) {
 	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
 	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, false) })
 	t.Run("LargeSet", func(t *testing.T) { testLargeSet(t, tg.New) })
+	t.Run("InFlight", func(t *testing.T) { testInFlightNodes(t, srv.URL()) })
 }
 
 // TestCluster runs the same on a three-master Redis Cluster, where
@@ -97,6 +98,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Coalescing", func(t *testing.T) { testCoalescing(t, c) })
 	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, true) })
 	t.Run("BatchOneSlot", func(t *testing.T) { testBatch(t, tg.New, true, true) })
+	t.Run("InFlight", func(t *testing.T) { testInFlightNodes(t, cl.URL()) })
 }
 
 // counting wraps a Runner and counts the calls per script.

@@ -24,17 +24,7 @@ import (
 const testTimeout = 5 * time.Second
 
 func TestRefund(t *testing.T) {
-	srv := redistest.Start(t)
-	o, err := rueidis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.DisableCache = true
-	c, err := rueidis.NewClient(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := refundClient(t)
 	ctx := context.Background()
 	for ai, a := range sluice.Algorithms {
 		t.Run(string(a), func(t *testing.T) {
@@ -124,4 +114,55 @@ func TestRefund(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRefundInterleaved: two sets racing on one key each reserve a unit, at
+// one instant, and are refunded in the order they reserved — as the
+// cross-slot path does when both lose on a later key. Each refund gives back
+// its own unit, the first one's included though the second's running total
+// moved when the first was refunded, so the key ends as it began.
+func TestRefundInterleaved(t *testing.T) {
+	c := refundClient(t)
+	ctx := context.Background()
+	for _, a := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow, sluice.SlidingLog} {
+		p := &sluice.Policy{Name: "p", Algorithm: a, Limit: 5, Period: time.Hour}
+		s := New(c, WithPrefix("interleaved-"+string(a)+":"), WithClock(storetest.NewClock(storetest.Epoch)), WithTimeout(testTimeout))
+		keys := []string{s.Key(p, "k")}
+		if _, err := s.Decide(ctx, sluice.Request{Policy: p, Key: "k", Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+		var held [2][replyLen]int64
+		for i := range held {
+			x := sluice.Request{Policy: p, Key: "k", Cost: 1}
+			if err := s.run.Run(ctx, scriptFor(a), keys, s.requestArgs(modeWrite, x, s.now(), false, 0, 0), held[i][:]); err != nil || held[i][replyAllowed] == 0 {
+				t.Fatalf("%s: reservation %d: %v %v", a, i, held[i], err)
+			}
+		}
+		for i := range held {
+			x := sluice.Request{Policy: p, Key: "k", Cost: 1}
+			var reply [replyLen]int64
+			if err := s.run.Run(ctx, scriptFor(a), keys, s.requestArgs(modeRefund, x, s.now(), true, held[i][replyRef1], held[i][replyRef2]), reply[:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := s.Decide(ctx, sluice.Request{Policy: p, Key: "k"}); err != nil || got.Remaining != 4 {
+			t.Fatalf("%s: after both refunds %+v (%v), want 4 remaining as before them", a, got, err)
+		}
+	}
+}
+
+// refundClient is a client of a fresh redis-server, closed at cleanup.
+func refundClient(t *testing.T) rueidis.Client {
+	t.Helper()
+	o, err := rueidis.ParseURL(redistest.Start(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DisableCache = true
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

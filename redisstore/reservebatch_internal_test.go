@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/storetest"
 )
 
@@ -31,7 +32,7 @@ func openForFuzz(f *testing.F) *Store {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(s.Close)
+	f.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -150,22 +151,19 @@ func holdFirstCall(t *testing.T, s *Store, n int) func() [][]*waiter {
 		if !first {
 			return
 		}
-		deadline := time.Now().Add(30 * time.Second) // generous: the machine is loaded
-		for {
+		queued := func() int {
 			s.q.mu.Lock()
-			queued := 0
+			defer s.q.mu.Unlock()
+			k := 0
 			for _, q := range s.q.m {
-				queued += len(q)
+				k += len(q)
 			}
-			s.q.mu.Unlock()
-			if queued >= n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("only %d of %d reservations queued", queued, n)
-				return
-			}
-			time.Sleep(time.Millisecond) // waiting for goroutines to queue, not for time to pass
+			return k
+		}
+		// Waiting for goroutines to queue, not for time to pass; this runs
+		// in the store's flush, so it reports rather than ends the test.
+		if !testwait.For(testwait.Timeout, func() bool { return queued() >= n }) {
+			t.Errorf("only %d of %d reservations queued", queued(), n)
 		}
 	}
 	return func() [][]*waiter {
@@ -195,15 +193,11 @@ func TestReservationsShareCalls(t *testing.T) {
 		_, err := s.Reserve(ctx, sluice.Request{Policy: pols[0], Key: "first", Cost: 1}, 4)
 		first <- err
 	}()
-	for { // the first call is in flight once the queue exists
+	testwait.Until(t, "the first call in flight (its queue exists)", func() bool {
 		s.q.mu.Lock()
-		n := len(s.q.m)
-		s.q.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer s.q.mu.Unlock()
+		return len(s.q.m) > 0
+	})
 	gone, cancelGone := context.WithCancel(ctx)
 	cancelGone()
 	type got struct {

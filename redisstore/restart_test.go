@@ -21,7 +21,7 @@ func TestRestartNoDeadConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(st.Close)
+	t.Cleanup(func() { _ = st.Close() })
 	p := &sluice.Policy{Name: "restart", Algorithm: sluice.GCRA, Limit: 1000, Period: time.Minute}
 	single := func(i int) error {
 		_, err := st.Decide(context.Background(), sluice.Request{Policy: p, Key: "k", Cost: 1})

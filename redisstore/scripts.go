@@ -13,7 +13,8 @@ import (
 // The Lua sources. Each algorithm is one file defining ALG.<code>; header.lua
 // holds what they share, main.lua runs one request (the cross-slot path's dry
 // runs, reservations and refunds) and batch.lua a batch of requests and
-// all-or-nothing sets.
+// all-or-nothing sets. slots.lua acquires and releases the slots of
+// concurrency policies.
 var (
 	//go:embed lua/header.lua
 	luaHeader string
@@ -35,6 +36,8 @@ var (
 	luaBatch string
 	//go:embed lua/reset.lua
 	luaReset string
+	//go:embed lua/slots.lua
+	luaSlots string
 )
 
 // Script is one of this package's Lua programs, as a Runner sees it. On a
@@ -52,7 +55,8 @@ type Script struct {
 	lua  *rueidis.Lua // the rueidis runner's EVALSHA-then-EVAL wrapper
 }
 
-// Name names the script in errors: "fixed_window", ..., "batch" or "reset".
+// Name names the script in errors: "fixed_window", ..., "batch", "reset",
+// "acquire" or "release".
 func (s *Script) Name() string { return s.name }
 
 // Source is the script's Lua text, for EVAL.
@@ -80,7 +84,7 @@ type lib struct{ name, src string }
 // algorithm (the leaky bucket's file needs GCRA's), then the entry points.
 func body() []string {
 	return []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
-		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaReserve, luaBatch, luaReset}
+		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaReserve, luaBatch, luaReset, luaSlots}
 }
 
 func buildLibrary() lib {
@@ -107,6 +111,10 @@ func (e entry) call(keys, argv string) string {
 		return "decide_batch(" + keys + ", " + argv + ")"
 	case "reset":
 		return "reset_key(" + keys + ")"
+	case "acquire":
+		return "acquire_slot(" + keys + ", " + argv + ")"
+	case "release":
+		return "release_slot(" + keys + ", " + argv + ")"
 	}
 	if strings.HasSuffix(e.code, batchSuffix) {
 		return "decide_batch(" + keys + ", " + argv + ")"
@@ -137,7 +145,9 @@ func allScripts() []entry {
 	// batch's entry point.
 	every := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog, luaTokenBucket, luaGCRA, luaLeakyBucket}
 	return append(es, entry{name: "batch", code: "batch", files: append(every[:len(every):len(every)], luaReserve, luaBatch)},
-		entry{name: "reset", code: "reset", files: []string{luaReset}})
+		entry{name: "reset", code: "reset", files: []string{luaReset}},
+		entry{name: "acquire", code: "acquire", files: []string{luaHeader, luaSlots}},
+		entry{name: "release", code: "release", files: []string{luaHeader, luaSlots}})
 }
 
 func algoFile(a sluice.Algorithm) string {
@@ -197,6 +207,10 @@ var (
 	// scriptBatch holds every algorithm, so one script serves any mix.
 	scriptBatch = scripts["batch"]
 	scriptReset = scripts["reset"]
+	// scriptAcquire and scriptRelease hold the slots of concurrency
+	// policies (slots.go).
+	scriptAcquire = scripts["acquire"]
+	scriptRelease = scripts["release"]
 )
 
 // batchSuffix marks the batch scripts holding one algorithm: as scripts
@@ -219,9 +233,10 @@ func scriptFor(a sluice.Algorithm) *Script {
 		return scriptTokenBucket
 	case sluice.LeakyBucket:
 		return scriptLeakyBucket
-	default:
+	case sluice.GCRA:
 		return scriptGCRA
 	}
+	panic(unknownAlgorithm(a))
 }
 
 // Reply layout of the single-request script (main.lua).

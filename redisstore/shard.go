@@ -31,6 +31,9 @@ type Shard struct {
 // because Colocated answers false for them.
 type ShardedRunner struct {
 	shards []shardOf
+	// prefixes, when set, place a key by its prefix instead of its hash: the
+	// shards are a routed store's routes (route.go).
+	prefixes []string
 }
 
 type shardOf struct {
@@ -66,6 +69,9 @@ func (r *ShardedRunner) shardFor(k keyRef) int {
 	if len(r.shards) == 1 {
 		return 0
 	}
+	if r.prefixes != nil {
+		return k.routeIn(r.prefixes)
+	}
 	h := k.hash()
 	best, top := 0, uint64(0)
 	for i, s := range r.shards {
@@ -85,9 +91,15 @@ func (r *ShardedRunner) Run(ctx context.Context, s *Script, keys, args []string,
 	}
 	sh := r.ShardOf(keys[0])
 	if err := r.shards[sh].Runner.Run(ctx, s, keys, args, reply); err != nil {
-		return &ShardError{Shard: sh, Name: r.shards[sh].Name, Err: err}
+		return r.failed(sh, keys[0], err)
 	}
 	return nil
+}
+
+// failed wraps err, the failure of a call on key on shard sh, in a
+// ShardError naming the node NodeOf names for key.
+func (r *ShardedRunner) failed(sh int, key string, err error) error {
+	return &ShardError{Shard: sh, Name: r.shards[sh].Name, Node: r.nodeOf(builtKey(key)), Err: err}
 }
 
 // ShardError is a failed call on one shard. It names the shard so that a
@@ -95,7 +107,11 @@ func (r *ShardedRunner) Run(ctx context.Context, s *Script, keys, args []string,
 type ShardError struct {
 	Shard int    // index in the order given to NewShardedRunner
 	Name  string // the shard's Name
-	Err   error
+	// Node is the node of the shard the call went to, as Store.NodeOf names
+	// it: the shard's Name, or for a shard that is a Cluster (or sharded
+	// itself) the node within it.
+	Node string
+	Err  error
 }
 
 func (e *ShardError) Error() string { return "shard " + e.Name + ": " + e.Err.Error() }
@@ -103,9 +119,14 @@ func (e *ShardError) Error() string { return "shard " + e.Name + ": " + e.Err.Er
 // Unwrap returns the shard's error.
 func (e *ShardError) Unwrap() error { return e.Err }
 
-// FailedNode returns e.Name, as Store.NodeOf names the shard, for
+// FailedNode returns e.Node (else e.Name), as Store.NodeOf names it, for
 // failover.WithBreakerPerNode.
-func (e *ShardError) FailedNode() string { return e.Name }
+func (e *ShardError) FailedNode() string {
+	if e.Node != "" {
+		return e.Node
+	}
+	return e.Name
+}
 
 // RunMulti sends each shard its calls, the shards in parallel, so a set
 // spread over shards costs one round trip, not one per shard.
@@ -153,7 +174,7 @@ func (r *ShardedRunner) RunMulti(ctx context.Context, calls []Call) {
 func (r *ShardedRunner) blame(sh int, calls []Call) {
 	for i := range calls {
 		if calls[i].Err != nil {
-			calls[i].Err = &ShardError{Shard: sh, Name: r.shards[sh].Name, Err: calls[i].Err}
+			calls[i].Err = r.failed(sh, calls[i].Keys[0], calls[i].Err)
 		}
 	}
 }

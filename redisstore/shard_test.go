@@ -256,3 +256,34 @@ func testOpenSharded(t *testing.T, servers []*redistest.Server) {
 		t.Fatalf("fresh key after denied sets: %+v, %v", r, err)
 	}
 }
+
+// TestShardNodesWithin: a shard that names nodes of its own (a Cluster, or
+// a sharded store as a routed store's route may be) keeps a breaker per
+// node: NodeOf names the node within it, not the shard as a whole.
+func TestShardNodesWithin(t *testing.T) {
+	inner := placement(t, 3)
+	outer, err := redisstore.NewShardedRunner(redisstore.Shard{Name: "a", Runner: inner}, redisstore.Shard{Name: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := redisstore.NewWithRunner(outer)
+	p := &sluice.Policy{Name: "api", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second}
+	seen := map[string]bool{}
+	for i := range 200 {
+		key := fmt.Sprint("k", i)
+		node := s.NodeOf(p, key)
+		if s.ShardOf(p, key) == 1 {
+			if node != "b" {
+				t.Fatalf("key %q on shard b named %q", key, node)
+			}
+			continue
+		}
+		if want := fmt.Sprintf("10.0.0.%d:6379", inner.ShardOf(s.Key(p, key))+1); node != want {
+			t.Fatalf("key %q named %q, want %q within shard a", key, node, want)
+		}
+		seen[node] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("nodes within shard a: %v", seen)
+	}
+}

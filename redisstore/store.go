@@ -15,14 +15,18 @@ import (
 // Redis or Redis Cluster and decides with one Lua script per request. It is
 // safe for concurrent use.
 type Store struct {
-	run     Runner
-	close   func() // closes the client the store owns (Open); nil otherwise
-	prefix  string
-	clock   sluice.Clock // nil: the scripts read Redis TIME
-	timeout time.Duration
-	part    Partitioner           // s.run's, when it is one
-	q       queues                // group commit (coalesce.go)
-	onBatch func(order []*waiter) // a test's hook, after each batch's call
+	run    Runner
+	close  func() // closes the client the store owns (Open); nil otherwise
+	prefix string
+	// route and prefixes place each policy's keys on one of several Redis
+	// servers (OpenRouted); route is nil otherwise.
+	route    func(*sluice.Policy) int
+	prefixes []string
+	clock    sluice.Clock // nil: the scripts read Redis TIME
+	timeout  time.Duration
+	part     Partitioner           // s.run's, when it is one
+	q        queues                // group commit (coalesce.go)
+	onBatch  func(order []*waiter) // a test's hook, after each batch's call
 }
 
 var (
@@ -59,19 +63,24 @@ var (
 // Client-side caching is turned off: the store never reads through it, and
 // it would require RESP3 and CLIENT TRACKING from the server.
 func Open(url string, opts ...Option) (*Store, error) {
-	urls, err := ShardURLs(url)
+	r, closeRunner, err := openURL(url, newConfig(opts))
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: Open: %w", err)
 	}
-	cf := newConfig(opts)
+	s := NewWithRunner(r, opts...)
+	s.close = closeRunner
+	return s, nil
+}
+
+// openURL connects to what a store URL names, sharded or not, and returns
+// its Runner and what closes it.
+func openURL(url string, cf config) (Runner, func(), error) {
+	urls, err := ShardURLs(url)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(urls) == 1 {
-		r, closeRunner, err := openRunner(url, cf)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: Open: %w", err)
-		}
-		s := NewWithRunner(r, opts...)
-		s.close = closeRunner
-		return s, nil
+		return openRunner(url, cf)
 	}
 	shards := make([]Shard, len(urls))
 	closers := make([]func(), 0, len(urls))
@@ -84,7 +93,7 @@ func Open(url string, opts ...Option) (*Store, error) {
 		r, closeRunner, err := openRunner(u, cf)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("redisstore: Open: shard %d: %w", i+1, err)
+			return nil, nil, fmt.Errorf("shard %d: %w", i+1, err)
 		}
 		closers = append(closers, closeRunner)
 		name, _ := shardName(u) // ShardURLs checked it
@@ -93,11 +102,9 @@ func Open(url string, opts ...Option) (*Store, error) {
 	sr, err := NewShardedRunner(shards...)
 	if err != nil {
 		closeAll()
-		return nil, err
+		return nil, nil, err
 	}
-	s := NewWithRunner(sr, opts...)
-	s.close = closeAll
-	return s, nil
+	return sr, closeAll, nil
 }
 
 // openRunner connects to one URL (a Redis, Cluster or Sentinel) as Open's
@@ -155,11 +162,13 @@ func NewWithRunner(r Runner, opts ...Option) *Store {
 }
 
 // Close closes the client if Open created it; a Store from New or
-// NewWithRunner leaves its client to the caller.
-func (s *Store) Close() {
+// NewWithRunner leaves its client to the caller. It returns nil: closing a
+// client reports nothing.
+func (s *Store) Close() error {
 	if s.close != nil {
 		s.close()
 	}
+	return nil
 }
 
 // Decide implements sluice.Store: one FCALL (or EVALSHA) of its algorithm's
@@ -167,7 +176,7 @@ func (s *Store) Close() {
 // DecideAlls queued for the same node meanwhile (coalesce.go).
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	w := &waiter{ctx: ctx}
-	w.one[0], w.oneKey[0] = req, redisKey(s.prefix, req.Policy, req.Key)
+	w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
 	w.reqs, w.keys, w.results = w.one[:], w.oneKey[:], w.oneRes[:]
 	if err := s.submit(w); err != nil {
 		return sluice.Result{}, err
@@ -185,7 +194,7 @@ func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []
 	}
 	keys := make([]string, len(reqs))
 	for i, r := range reqs {
-		keys[i] = redisKey(s.prefix, r.Policy, r.Key)
+		keys[i] = s.Key(r.Policy, r.Key)
 	}
 	if !s.run.Colocated(keys) {
 		ctx, cancel := s.bound(ctx)
@@ -205,7 +214,7 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var reply [1]int64
-	if err := s.run.Run(ctx, scriptReset, []string{redisKey(s.prefix, p, key)}, nil, reply[:]); err != nil {
+	if err := s.run.Run(ctx, scriptReset, []string{s.Key(p, key)}, nil, reply[:]); err != nil {
 		return scriptError(scriptReset, err)
 	}
 	return nil
@@ -228,7 +237,12 @@ func (s *Store) Mode(ctx context.Context) (Mode, error) {
 
 // Key returns the Redis key that holds the state of (p, key), e.g. for an
 // operator to inspect it or to reset it with DEL.
-func (s *Store) Key(p *sluice.Policy, key string) string { return redisKey(s.prefix, p, key) }
+func (s *Store) Key(p *sluice.Policy, key string) string { return redisKey(s.prefixOf(p), p, key) }
+
+// ref is Key's parts, for finding where the key lives without building it.
+func (s *Store) ref(p *sluice.Policy, key string) keyRef {
+	return keyRef{prefix: s.prefixOf(p), p: p, key: key}
+}
 
 // Shards returns how many independent Redis servers the store spreads its
 // keys over: 1 unless it is sharded (see ShardedRunner).
@@ -242,7 +256,7 @@ func (s *Store) Shards() int {
 // ShardOf returns the shard, 0 to Shards()-1, that holds (p, key).
 func (s *Store) ShardOf(p *sluice.Policy, key string) int {
 	if sr, ok := s.run.(*ShardedRunner); ok {
-		return sr.shardFor(keyRef{prefix: s.prefix, p: p, key: key})
+		return sr.shardFor(s.ref(p, key))
 	}
 	return 0
 }

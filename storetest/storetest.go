@@ -2,7 +2,8 @@
 // vectors, randomized traces and rule checks, run against a store whose clock the
 // suite controls. It asserts every rule and guarantee of Sluice's decision
 // contract for every algorithm, so a store that passes returns the same Results as
-// every other store.
+// every other store. The store must also hold in-flight slots (implement
+// sluice.SlotStore): the Slots cases check them.
 //
 // A store's own tests call Run:
 //
@@ -53,11 +54,13 @@ func Run(t *testing.T, open Opener) {
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, open) })
 	t.Run("Capacity", func(t *testing.T) { testCapacity(t, open) })
 	t.Run("InputErrors", func(t *testing.T) { testInputErrors(t, open) })
+	t.Run("UnknownAlgorithm", func(t *testing.T) { testUnknownAlgorithm(t, open) })
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, open) })
 	t.Run("ChangeVectors", func(t *testing.T) { testChangeVectors(t, open) })
 	t.Run("ChangeReference", func(t *testing.T) { testChangeReference(t, open) })
+	t.Run("Slots", func(t *testing.T) { RunSlots(t, open) })
 }
 
 // env is one case: a fresh store and its clock.

@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"os"
 	"os/signal"
@@ -19,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/lab"
 )
 

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // The bench limits are buckets with a long period rather than fixed windows:

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/internal/xdstest"
 )
 
@@ -62,7 +63,7 @@ func TestBoundsFlagsOnXDS(t *testing.T) {
 	var o serveOptions
 	fs := newServeFlags(&o, io.Discard)
 	if code := cli.ParseFlags(fs, []string{"--xds-server", cp.Addr, "--xds-node-id", xdstest.NodeID, "--max-descriptors", "3",
-		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--xds-wait", "0"}); code >= 0 {
+		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0", "--xds-wait", "0"}); code >= 0 {
 		t.Fatalf("flags: %d", code)
 	}
 	log, _ := newLogger(io.Discard, "text", "error")
@@ -75,7 +76,7 @@ func TestBoundsFlagsOnXDS(t *testing.T) {
 	t.Cleanup(func() { cancel(); srv.wait() })
 
 	var nack *discovery.DiscoveryRequest
-	xdstest.WaitFor(t, "the NACK of v1", func() bool {
+	testwait.Until(t, "the NACK of v1", func() bool {
 		nack = cp.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetErrorDetail() != nil })
 		return nack != nil
 	})
@@ -83,5 +84,5 @@ func TestBoundsFlagsOnXDS(t *testing.T) {
 		t.Errorf("NACK reason %q", msg)
 	}
 	cp.Set("v2", version(3))
-	xdstest.WaitFor(t, "v2, within the bound, applied", func() bool { return srv.svc.Config().Policy("edge.user_u2") != nil })
+	testwait.Until(t, "v2, within the bound, applied", func() bool { return srv.svc.Config().Policy("edge.user_u2") != nil })
 }

@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // TestCheckPlan: sluice check --plan decides under that plan's limit, and

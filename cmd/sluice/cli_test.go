@@ -1,13 +1,14 @@
 package main
 
 import (
-	"github.com/sluicehq/sluice/internal/cli"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // TestUnknownFlagIsOneLine: a mistyped flag gets one line naming it, the flag
@@ -22,7 +23,7 @@ func TestUnknownFlagIsOneLine(t *testing.T) {
 		{[]string{"check", "--polcy", "p"}, []string{"unknown flag --polcy", "did you mean --policy?", "sluice check -h"}},
 		{[]string{"validate", "--zzzzzz"}, []string{"unknown flag --zzzzzz", "sluice validate -h"}},
 		{[]string{"bench", "--concurency", "3"}, []string{"did you mean --concurrency?"}},
-		{[]string{"lab", "boundary"}, []string{"go run ./cmd/sluice-lab boundary"}},
+		{[]string{"lab", "boundary"}, []string{"the lab is a command of its own: go run ./cmd/sluice-lab boundary"}},
 		{[]string{"serve", "--http-addr"}, []string{"flag --http-addr needs a value"}},
 		{[]string{"check", "--cost", "abc"}, []string{`--cost "abc": want a whole number`}},
 		{[]string{"serve", "--shutdown-timeout", "10"}, []string{`--shutdown-timeout "10": want a duration`}},

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/internal/cli"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestServeConfigDirectory: serve --config DIR serves every file of the
@@ -36,12 +38,7 @@ func TestServeConfigDirectory(t *testing.T) {
 	}
 	waitFor := func(what string, want int) time.Duration {
 		start := time.Now()
-		for check() != want {
-			if time.Since(start) > 30*time.Second {
-				t.Fatalf("not within 30s: %s\n%s", what, logs)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.UntilSaw(t, what, func() (bool, string) { return check() == want, "\n" + logs.String() })
 		return time.Since(start)
 	}
 	writeFile(t, filepath.Join(dir, "api.yaml"), nativeConfig)

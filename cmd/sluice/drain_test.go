@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +21,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // On SIGTERM serve drains: readiness says no on both APIs while kept-alive
@@ -82,7 +84,7 @@ func TestServeDrains(t *testing.T) {
 	}
 
 	sigterm()
-	eventually(t, waitLimit, "/readyz draining", func() (bool, string) {
+	testwait.UntilSaw(t, "/readyz draining", func() (bool, string) {
 		resp, err := client.Get(base + "/readyz")
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +121,7 @@ func TestServeDrains(t *testing.T) {
 
 	// The server must have accepted it before the listener closes, or the
 	// kernel resets it with the listener's queue.
-	eventually(t, waitLimit, "the connection in flight accepted", func() (bool, string) {
+	testwait.UntilSaw(t, "the connection in flight accepted", func() (bool, string) {
 		n := openConns()
 		return n > before, strconv.Itoa(n)
 	})
@@ -174,7 +176,7 @@ func TestServeDrains(t *testing.T) {
 // refusesConnections waits until nothing listens on addr any more.
 func refusesConnections(t *testing.T, addr string) {
 	t.Helper()
-	eventually(t, waitLimit, "refusing connections on "+addr, func() (bool, string) {
+	testwait.UntilSaw(t, "refusing connections on "+addr, func() (bool, string) {
 		c, err := net.DialTimeout("tcp", addr, waitLimit)
 		if err != nil {
 			return true, err.Error()
@@ -190,7 +192,7 @@ func refusesConnections(t *testing.T, addr string) {
 func TestServeSecondSignalEndsDrain(t *testing.T) {
 	s := startServe(t, nativeConfig, func(s *serveSetup) { s.opts.drain = time.Hour })
 	s.srv.shutdown() // as the first SIGTERM does
-	eventually(t, waitLimit, "/readyz draining", func() (bool, string) {
+	testwait.UntilSaw(t, "/readyz draining", func() (bool, string) {
 		code, r, body := s.ready(t)
 		return code == 503 && r.Status == "draining", body
 	})

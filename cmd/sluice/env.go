@@ -3,9 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // envPrefix starts the environment variables that stand in for flags.

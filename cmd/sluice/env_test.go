@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/envoyrls"
-	"github.com/sluicehq/sluice/internal/httpapi"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/envoyrls"
+	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // envLookup is an environment held in a map.
@@ -78,10 +81,14 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 		"SLUICE_XDS_MAX_BYTES":            "24",
 		"SLUICE_MAX_DESCRIPTORS":          "25",
 		"SLUICE_MAX_DESCRIPTOR_DEPTH":     "26",
+		"SLUICE_STORE_PER_SECOND":         "redis://127.0.0.1:6380",
+		"SLUICE_SHADOW_MODE":              "true",
+		"SLUICE_QUOTA_MODE":               "true",
+		"SLUICE_DEBUG_ADDR":               "127.0.0.1:12",
 	}
 	want := serveOptions{
 		configs: cli.StringList{"a.yaml", "b.yaml"}, storeURL: "redis://127.0.0.1:6379", httpAddr: "127.0.0.1:9",
-		grpcAddr: "", healthAddr: "127.0.0.1:10", adminAddr: "127.0.0.1:11", adminTokenFile: "/run/secrets/token", rlsHeaders: true, logFormat: "json",
+		grpcAddr: "", healthAddr: "127.0.0.1:10", adminAddr: "127.0.0.1:11", debugAddr: "127.0.0.1:12", adminTokenFile: "/run/secrets/token", rlsHeaders: true, logFormat: "json",
 		logLevel: "debug", shutdown: 3 * time.Second, streamWorkers: 7, drain: 2 * time.Second,
 		rlsLimitHdrs: true, rlsLimitNames: defaultLimitNames,
 		limits: &connLimits{
@@ -95,7 +102,7 @@ func TestServeFlagsFromEnvironment(t *testing.T) {
 			caFile: "/pki/ca.pem", certFile: "/pki/client.pem", keyFile: "/pki/client.key", serverName: "xds.internal",
 			wait: 9 * time.Second, maxBytes: 24},
 		bounds: configBounds{descriptors: 25, depth: 26},
-		rl: ratelimitOptions{keyPrefix: "team-a:", dynamicMetadata: true, health: httpapi.Healthcheck{Store: true, Domains: true},
+		rl: ratelimitOptions{keyPrefix: "team-a:", perSecond: "redis://127.0.0.1:6380", modes: config.Modes{Shadow: true, Quota: true}, dynamicMetadata: true, health: httpapi.Healthcheck{Store: true, Domains: true},
 			startEmpty: true, grpcTLS: grpcTLSOptions{certFile: "/pki/server.pem", keyFile: "/pki/server.key",
 				clientCAFile: "/pki/clients.pem", clientSAN: "envoy.internal"}},
 	}
@@ -142,19 +149,15 @@ func TestServeFromEnvironmentOnly(t *testing.T) {
 	var stderr syncBuffer
 	done := make(chan int)
 	go func() { done <- run(ctx, []string{"serve"}, io.Discard, &stderr) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), `"msg":"sluice serving"`) {
+	t.Cleanup(cancel)
+	testwait.UntilSaw(t, "serve started", func() (bool, string) {
 		select {
 		case code := <-done:
-			cancel()
 			t.Fatalf("serve exited %d: %s", code, stderr.String())
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("serve did not start: %s", stderr.String())
-		}
-	}
+		return strings.Contains(stderr.String(), `"msg":"sluice serving"`), stderr.String()
+	})
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("serve exited %d", code)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -19,17 +18,18 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // Time limits of the fail-over tests. recoverWithin is how soon after Redis
 // is back the service must notice (the breaker cools down in 200ms and
-// /readyz probes past it); waitLimit bounds every other wait, generously,
-// because the machine running the tests may be busy.
+// /readyz probes past it); waitLimit bounds a read from a connection,
+// generously, because the machine running the tests may be busy.
 const (
 	recoverWithin = 2 * time.Second
 	waitLimit     = 10 * time.Second
-	pollEvery     = 20 * time.Millisecond
 )
 
 // httpc bounds every request the tests make, so a wedged server fails the
@@ -222,24 +222,6 @@ func (s *served) metric(t *testing.T, series string) (v float64, ok bool) {
 	return 0, false
 }
 
-// eventually calls f until it reports done or within passes, then fails the
-// test with f's last description of what it saw.
-func eventually(t *testing.T, within time.Duration, what string, f func() (done bool, saw string)) {
-	t.Helper()
-	start := time.Now()
-	for {
-		done, saw := f()
-		if done {
-			t.Logf("%s after %v", what, time.Since(start).Round(time.Millisecond))
-			return
-		}
-		if time.Since(start) > within {
-			t.Fatalf("not %s within %v; last saw: %s", what, within, saw)
-		}
-		time.Sleep(pollEvery)
-	}
-}
-
 // deadRedis starts a Redis only to learn a URL nothing listens on, and kills
 // it; Restart brings it back on the same port.
 func deadRedis(t *testing.T, opts ...redistest.Option) *redistest.Server {
@@ -278,7 +260,7 @@ func TestServeStartsWhileRedisIsDown(t *testing.T) {
 			t.Fatalf("check %d with Redis down: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	eventually(t, waitLimit, `sluice_store_breaker_state{state="closed"} 0`, func() (bool, string) {
+	testwait.UntilSaw(t, `sluice_store_breaker_state{state="closed"} 0`, func() (bool, string) {
 		s.check(t, "alice") // the breaker opens after failures, and stays open while probes fail
 		v, ok := s.metric(t, `sluice_store_breaker_state{state="closed"}`)
 		return ok && v == 0, fmt.Sprintf("%v (exported: %v)", v, ok)
@@ -302,11 +284,11 @@ func TestServeStartsWhileRedisIsDown(t *testing.T) {
 
 	r.Restart()
 	restarted := time.Now()
-	eventually(t, recoverWithin, "/readyz/store 200 after Redis came back", func() (bool, string) {
+	testwait.Within(t, recoverWithin, "/readyz/store 200 after Redis came back", func() (bool, string) {
 		code, rd, body := s.storeReady(t)
 		return code == 200 && rd.Status == "ready" && rd.Store.Ready, fmt.Sprintf("%d %s", code, body)
 	})
-	eventually(t, recoverWithin-time.Since(restarted), "/v1/check decided on Redis again", func() (bool, string) {
+	testwait.Within(t, recoverWithin-time.Since(restarted), "/v1/check decided on Redis again", func() (bool, string) {
 		resp, c, body := s.check(t, "bob")
 		return resp.StatusCode == 200 && len(c.Checks) == 1 && !c.Checks[0].Degraded, body
 	})
@@ -386,7 +368,7 @@ func TestServeFailClosedWhileRedisIsDown(t *testing.T) {
 
 	// Back to normal once Redis is.
 	r.Restart()
-	eventually(t, recoverWithin, "/v1/check allowed on Redis again", func() (bool, string) {
+	testwait.Within(t, recoverWithin, "/v1/check allowed on Redis again", func() (bool, string) {
 		resp, c, body := s.check(t, "bob")
 		return resp.StatusCode == 200 && c.Allowed && len(c.Checks) == 1 && !c.Checks[0].Degraded, body
 	})

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"github.com/sluicehq/sluice/internal/cli"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // FuzzParseArgs: whatever the arguments, parsing ends in go on, help or a

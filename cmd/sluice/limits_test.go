@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // short is a timeout the tests want to see fire: they wait for its effect up
@@ -57,7 +59,7 @@ func TestGRPCConnectionCap(t *testing.T) {
 		t.Errorf("open connections metric %v, want %d", v, max)
 	}
 	held[0].Close()
-	eventually(t, waitLimit, "an RLS call served after a slot is freed", func() (bool, string) {
+	testwait.UntilSaw(t, "an RLS call served after a slot is freed", func() (bool, string) {
 		err := rlsFrom("127.0.0.1", s.grpcAddr())
 		return err == nil, errString(err)
 	})
@@ -170,7 +172,7 @@ func TestHTTPConnectionCap(t *testing.T) {
 		t.Errorf("/metrics over the cap: %q, want 503 too_many_connections", got)
 	}
 	held[0].Close()
-	eventually(t, waitLimit, "metrics served after a slot is freed", func() (bool, string) {
+	testwait.UntilSaw(t, "metrics served after a slot is freed", func() (bool, string) {
 		c, err := net.DialTimeout("tcp", s.httpAddr(), waitLimit)
 		if err != nil {
 			return false, err.Error()

@@ -14,12 +14,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // command is one subcommand: run gets the arguments after its name and
@@ -36,7 +37,6 @@ func commands() []command {
 		{"proxy", "run a rate-limiting reverse proxy in front of an HTTP upstream", runProxy},
 		{"check", "ask a running service whether a request is allowed", runCheck},
 		{"override", "set, list and remove limits set at runtime for a key or a tenant", runOverride},
-		{"lab", "the overshoot lab, a command of its own: go run ./cmd/sluice-lab SCENARIO", runLab},
 		{"bench", "generate load against a rate limiter and report throughput, latency and decisions", runBench},
 		{"validate", "check configuration files and report every problem", runValidate},
 		{"version", "print the version", runVersion},
@@ -74,6 +74,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		names = append(names, c.name)
 	}
+	if name == "lab" {
+		// The lab is a command of its own, so that this binary does not
+		// carry its plotting.
+		fmt.Fprintf(stderr, "sluice: the lab is a command of its own: go run ./cmd/sluice-lab %s\n", strings.Join(rest, " "))
+		return 2
+	}
 	what := "command"
 	if strings.HasPrefix(name, "-") {
 		what = "flag"
@@ -105,12 +111,4 @@ Start here:
 Run "sluice help COMMAND" or "sluice COMMAND -h" for a command's flags,
 "sluice --version" for the version.
 `)
-}
-
-// runLab points at the lab's own command: its plotting is kept out of this
-// binary.
-func runLab(_ context.Context, args []string, _, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "sluice lab: the lab is a command of its own, so that sluice does not carry its plotting:\n  go run ./cmd/sluice-lab %s\n",
-		strings.Join(args, " "))
-	return 2
 }

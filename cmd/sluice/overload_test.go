@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestServeOverloadHoldsTheLimit is the limit bypass of a healthy Redis under
@@ -50,7 +51,7 @@ func TestServeOverloadHoldsTheLimit(t *testing.T) {
 			s := startServe(t, tc.store+"policies:\n  - name: api\n    algorithm: gcra\n    limit: 10\n    period: 1h\n")
 			// Connected and deciding on Redis. (Not /readyz: under the old
 			// 10 ms timeout a loaded machine keeps its probe failing.)
-			eventually(t, time.Minute, "deciding on Redis", func() (bool, string) {
+			testwait.UntilSaw(t, "deciding on Redis", func() (bool, string) {
 				resp, c, body := s.check(t, "probe-"+t.Name())
 				return resp.StatusCode == 200 && len(c.Checks) == 1 && !c.Checks[0].Degraded, body
 			})

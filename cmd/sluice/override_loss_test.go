@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestOverridesAfterRedisLosesData: two nodes enforce an override of 1000
@@ -29,7 +30,7 @@ func TestOverridesAfterRedisLosesData(t *testing.T) {
 				}
 			}
 			for i, n := range nodes {
-				eventually(t, 5*time.Second, fmt.Sprintf("node %d enforcing the override", i), func() (bool, string) {
+				testwait.UntilSaw(t, fmt.Sprintf("node %d enforcing the override", i), func() (bool, string) {
 					l := n.limitOf(t, "acme:probe")
 					return l == 1000, fmt.Sprint("limit ", l)
 				})
@@ -44,7 +45,7 @@ func TestOverridesAfterRedisLosesData(t *testing.T) {
 			}
 			lost := time.Now()
 			for i, n := range nodes {
-				eventually(t, 5*time.Second, fmt.Sprintf("node %d back on the policy's limit", i), func() (bool, string) {
+				testwait.Within(t, 5*time.Second, fmt.Sprintf("node %d back on the policy's limit", i), func() (bool, string) {
 					l := n.limitOf(t, "acme:probe")
 					return l == 2, fmt.Sprint("limit ", l)
 				})
@@ -55,7 +56,7 @@ func TestOverridesAfterRedisLosesData(t *testing.T) {
 				// decided by the fail policy, and counted apart: not what
 				// this test counts.
 				onRedis := 0
-				eventually(t, 5*time.Second, fmt.Sprintf("node %d deciding on Redis", i), func() (bool, string) {
+				testwait.UntilSaw(t, fmt.Sprintf("node %d deciding on Redis", i), func() (bool, string) {
 					if _, r, body := n.check(t, "warm"); len(r.Checks) == 1 && !r.Checks[0].Degraded {
 						onRedis++
 					} else {
@@ -72,7 +73,7 @@ func TestOverridesAfterRedisLosesData(t *testing.T) {
 			if code, out, errOut := nodes[1].overrideCLI(t, "set", "api", "--prefix", "beta:", "--limit", "5"); code != 0 {
 				t.Fatalf("override set after the loss: %d %s %s", code, out, errOut)
 			}
-			eventually(t, 5*time.Second, "node 0 enforcing the override set after the loss", func() (bool, string) {
+			testwait.UntilSaw(t, "node 0 enforcing the override set after the loss", func() (bool, string) {
 				l := nodes[0].limitOf(t, "beta:probe")
 				return l == 5, fmt.Sprint("limit ", l)
 			})

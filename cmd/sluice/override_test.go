@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 const overrideToken = "5f0c3a8e9d1b7f2e6a4c0d8b3e7f1a9c"
@@ -100,7 +101,7 @@ func TestOverridesSharedByEveryNode(t *testing.T) {
 		t.Fatalf("override set: %d %s %s", code, out, errOut)
 	}
 	for i, n := range nodes {
-		eventually(t, 2*time.Second, fmt.Sprintf("node %d enforcing the override", i), func() (bool, string) {
+		testwait.Within(t, 2*time.Second, fmt.Sprintf("node %d enforcing the override", i), func() (bool, string) {
 			l := n.limitOf(t, "acme:probe")
 			return l == 3, fmt.Sprint("limit ", l)
 		})
@@ -169,7 +170,7 @@ func TestOverridesSharedByEveryNode(t *testing.T) {
 	if code, out, errOut := nodes[1].overrideCLI(t, "rm", "api", "--prefix", "acme:"); code != 0 {
 		t.Fatalf("override rm: %d %s %s", code, out, errOut)
 	}
-	eventually(t, 2*time.Second, "node 0 back on the policy's limit", func() (bool, string) {
+	testwait.Within(t, 2*time.Second, "node 0 back on the policy's limit", func() (bool, string) {
 		l := nodes[0].limitOf(t, "acme:new")
 		return l == 10, fmt.Sprint("limit ", l)
 	})

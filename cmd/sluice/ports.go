@@ -144,7 +144,7 @@ func (p *ports) capped(ln net.Listener, name string, max int, opts ...connlimit.
 	p.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_connections_open", ConstLabels: prometheus.Labels{"listener": name},
-			Help: "Connections open on a listener (http, grpc, health or admin), reserved ones apart.",
+			Help: "Connections open on a listener (http, grpc, health, admin or debug), reserved ones apart.",
 		}, func() float64 { return float64(cl.Open()) }),
 		counter("sluice_connections_refused_total", refusedHelp, func(s connlimit.Stats) int64 { return s.RefusedCap }, "reason", "cap"),
 		counter("sluice_connections_refused_total", refusedHelp, func(s connlimit.Stats) int64 { return s.RefusedPerAddress }, "reason", "per_ip"),

@@ -5,20 +5,21 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/proxy"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 // proxyOptions are proxy's flags.
@@ -52,7 +53,11 @@ between every proxy using the same Redis, so that a limit holds across all of
 them. The flag overrides the configuration's store.url.
 
 An upstream that cannot be reached gives 502 (504 when it does not answer
-within 60 s). The configuration is read at start; restart to change it.
+within 60 s). The configuration files are watched and reloaded on change and
+on SIGHUP, as serve's are; one that fails validation, or has no proxy:
+section, is rejected whole and the configuration in force stays. Limits set
+at runtime (serve's /v1/admin/overrides) apply here too when the store is a
+Redis both share.
 
 A second port, --health-addr (:8082, as serve's), answers GET /healthz,
 /readyz (503 only while draining: the fail policy answers while Redis
@@ -159,51 +164,53 @@ func parseUpstream(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--upstream %s: want an http:// or https:// URL with a host, such as http://127.0.0.1:9000",
-			service.RedactURL(raw))
+			storestack.RedactURL(raw))
 	}
 	return u, nil
 }
 
-// startProxy loads the configuration as serve does, opens the store, starts
-// listening and serving, and returns; the proxy runs until ctx ends, then
-// drains and stops as serve does.
-func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxyServer, error) {
+// startProxy loads the configuration as serve does, opens the store and the
+// overrides, starts listening and serving, and returns; the proxy runs until
+// ctx ends, then drains and stops as serve does. Like serve it reloads the
+// configuration when its files change and on SIGHUP.
+func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (_ *proxyServer, err error) {
+	var opened undo
+	defer func() {
+		if err != nil {
+			opened.run()
+		}
+	}()
 	var upstream *url.URL // nil with --forward-auth
 	if !o.fwdAuth {
-		var err error
 		if upstream, err = parseUpstream(o.upstream); err != nil {
 			return nil, err
 		}
 	}
-	cfg, err := configLoader(o.configs, o.storeURL, config.Limits{}, log)()
+	paths := []string(o.configs)
+	store := storeFlags{url: o.storeURL}
+	load := proxyLoader(configLoader(paths, store, config.Limits{}, log))
+	since := service.Fingerprint(paths)
+	cfg, err := load()
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Proxy == nil {
-		return nil, errors.New("no proxy: section in the configuration files; see examples/proxy.yaml")
-	}
-	storeCfg := storeSection(cfg, o.storeURL)
-	store, closeStore, err := service.OpenStore(storeCfg, log)
+	storeCfg := store.section(cfg)
+	svc, err := openService(ctx, cfg, storeCfg, nil, log, &opened)
 	if err != nil {
 		return nil, err
 	}
-	// The service is not asked for decisions here, only for readiness and
-	// the store's metrics, which it takes from the same store.
-	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()))
 	limits := o.limits
 	if limits == nil {
 		l := defaultProxyLimits()
 		limits = &l
 	}
-	h, target, err := proxyHandler(cfg, store, upstream, proxy.Logger(log),
+	h, target, err := proxyHandler(svc, upstream, proxy.Logger(log),
 		proxy.MinBodyRate(int64(limits.httpMinBodyRate), limits.httpReadHeader))
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
 	lns, err := listenAll(listenSpec{"--listen", o.listen}, listenSpec{"--health-addr", o.healthAddr})
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
 	s := &proxyServer{drainer: newDrainer(log), addr: lns[0].Addr(), healthAddr: addrOf(lns[1]), done: make(chan struct{})}
@@ -212,28 +219,45 @@ func startProxy(ctx context.Context, o proxyOptions, log *slog.Logger) (*proxySe
 	if o.healthAddr != "" {
 		ps.serveHTTP("health", lns[1], httpapi.Health(svc, httpapi.WithDraining(s.draining.Load)), healthPort)
 	}
+	var wg sync.WaitGroup
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watchConfig(watchCtx, &wg, svc, paths, since, load, log)
 	log.Info("sluice proxying", "version", buildVersion(), "listen", s.addr.String(), "health", addrString(s.healthAddr),
-		"upstream", target, "store", service.RedactURL(storeCfg.URL), "routes", len(cfg.Proxy.Routes))
+		"upstream", target, "store", storestack.RedactURL(storeCfg.URL), "routes", len(cfg.Proxy.Routes))
 
 	go func() {
 		defer close(s.done)
 		<-ctx.Done()
+		stopWatch()
 		s.drain(o.drain, func() {})
 		s.stop(o.shutdown, nil, ps.servers...)
 		ps.wait()
-		closeStore()
+		wg.Wait()
+		opened.run()
 		log.Info("stopped")
 	}()
 	return s, nil
 }
 
+// proxyLoader is load refusing a configuration without a proxy: section,
+// at start and at every reload (which then keeps the one in force).
+func proxyLoader(load func() (*config.Config, error)) func() (*config.Config, error) {
+	return func() (*config.Config, error) {
+		cfg, err := load()
+		if err == nil && cfg.Proxy == nil {
+			return nil, errors.New("no proxy: section in the configuration files; see examples/proxy.yaml")
+		}
+		return cfg, err
+	}
+}
+
 // proxyHandler is the reverse proxy to upstream or, when upstream is nil
 // (--forward-auth), the forward-auth endpoint; target says which, for the log.
-func proxyHandler(cfg *config.Config, store sluice.Store, upstream *url.URL, opts ...proxy.Option) (h http.Handler, target string, err error) {
+func proxyHandler(svc *service.Service, upstream *url.URL, opts ...proxy.Option) (h http.Handler, target string, err error) {
 	if upstream == nil {
-		h, err = proxy.ForwardAuth(cfg, store, opts...)
+		h, err = proxy.ForwardAuth(svc, opts...)
 		return h, "none (forward-auth)", err
 	}
-	h, err = proxy.New(cfg, store, upstream, opts...)
+	h, err = proxy.New(svc, upstream, opts...)
 	return h, upstream.Redacted(), err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // proxied is a `sluice proxy` started in-process with a health port, in
@@ -24,6 +25,7 @@ type proxied struct {
 	logs   *syncBuffer
 	base   string // the proxy
 	health string // the health port
+	config string // its configuration file
 }
 
 func startProxyWith(t *testing.T, cfg string, mod func(*proxyOptions)) *proxied {
@@ -32,7 +34,7 @@ func startProxyWith(t *testing.T, cfg string, mod func(*proxyOptions)) *proxied 
 	t.Cleanup(up.Close)
 	path := filepath.Join(t.TempDir(), "proxy.yaml")
 	writeFile(t, path, cfg)
-	p := &proxied{logs: &syncBuffer{}}
+	p := &proxied{logs: &syncBuffer{}, config: path}
 	log, _ := newLogger(p.logs, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
 	o := proxyOptions{configs: cli.StringList{path}, upstream: up.URL, listen: "127.0.0.1:0", healthAddr: "127.0.0.1:0",
@@ -106,7 +108,7 @@ func TestProxyHealthAndDrain(t *testing.T) {
 	}
 
 	p.stop()
-	eventually(t, waitLimit, "/readyz draining", func() (bool, string) {
+	testwait.UntilSaw(t, "/readyz draining", func() (bool, string) {
 		code, r, body := p.ready(t)
 		return code == 503 && r.Status == "draining", body
 	})
@@ -133,13 +135,12 @@ func TestProxyHealthAndDrain(t *testing.T) {
 func TestProxyReadyFollowsStore(t *testing.T) {
 	r := redistest.Start(t)
 	p := startProxyWith(t, proxyOpenConfig, func(o *proxyOptions) { o.storeURL = r.URL() })
-	within := 3 * waitLimit // Redis is reconnected to in the background
-	eventually(t, within, "ready on Redis", func() (bool, string) {
+	testwait.UntilSaw(t, "ready on Redis", func() (bool, string) {
 		code, rr, body := p.readyAt(t, "/readyz/store")
 		return code == 200 && rr.Store.Ready, body
 	})
 	r.Kill()
-	eventually(t, within, "not store-ready with Redis gone", func() (bool, string) {
+	testwait.UntilSaw(t, "not store-ready with Redis gone", func() (bool, string) {
 		code, rr, body := p.readyAt(t, "/readyz/store")
 		return code == 503 && rr.Status == "unavailable" && rr.Store.Error != "", body
 	})
@@ -151,7 +152,7 @@ func TestProxyReadyFollowsStore(t *testing.T) {
 		t.Errorf("proxied with Redis gone: %d %q %v", code, body, err)
 	}
 	r.Restart()
-	eventually(t, within, "ready again with Redis back", func() (bool, string) {
+	testwait.UntilSaw(t, "ready again with Redis back", func() (bool, string) {
 		code, rr, body := p.readyAt(t, "/readyz/store")
 		return code == 200 && rr.Store.Ready, body
 	})

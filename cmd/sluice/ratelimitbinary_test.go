@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 var builtSluice struct {
@@ -124,6 +125,9 @@ func TestRatelimitManifestEnvironment(t *testing.T) {
 			"HOST=127.0.0.1", "PORT=" + n.http, "GRPC_HOST=127.0.0.1", "GRPC_PORT=" + n.grpc,
 			"USE_STATSD=false", "LOG_LEVEL=debug", "LOG_FORMAT=json",
 			"NEAR_LIMIT_RATIO=0.8", "LOCAL_CACHE_SIZE_IN_BYTES=1048576",
+			// Not ratelimit's: two nodes on one host cannot share the
+			// health port's default, :8082.
+			"SLUICE_HEALTH_ADDR=127.0.0.1:" + freePort(t),
 		})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -177,9 +181,8 @@ func TestRatelimitManifestEnvironment(t *testing.T) {
 	if code, _ := postJSON(t, "http://127.0.0.1:"+nodes[0].http+"/json", `{"domain":"typo","descriptors":[{"entries":[{"key":"user","value":"x"}]}]}`); code != 200 {
 		t.Fatalf("unknown domain: %d", code)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(logs[0].String(), `"level":"DEBUG","msg":"unknown rate limit domain: no limits apply","domain":"typo"`); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("LOG_LEVEL=debug: no debug line for the unknown domain:\n%s", logs[0].String())
-		}
-	}
+	testwait.UntilSaw(t, "LOG_LEVEL=debug: a debug line for the unknown domain", func() (bool, string) {
+		out := logs[0].String()
+		return strings.Contains(out, `"level":"DEBUG","msg":"unknown rate limit domain: no limits apply","domain":"typo"`), "\n" + out
+	})
 }

@@ -29,10 +29,12 @@ import (
 // envoyproxy/ratelimit's environment, beside the flags that already existed.
 type ratelimitOptions struct {
 	keyPrefix       string              // --store-key-prefix
+	perSecond       string              // --store-per-second
 	dynamicMetadata bool                // --rls-dynamic-metadata
 	health          httpapi.Healthcheck // --healthcheck-store, --healthcheck-domains
 	startEmpty      bool                // --start-without-config
 	grpcTLS         grpcTLSOptions      // --grpc-tls-*
+	modes           config.Modes        // --shadow-mode, --quota-mode
 
 	env *ratelimitEnv // what the environment said, for the checks and the warning
 }
@@ -51,14 +53,21 @@ type ratelimitEnv struct {
 // fs, and sets the defaults of every flag (these and those defined before)
 // from the variables lookup finds.
 func addRatelimitFlags(fs *flag.FlagSet, o *ratelimitOptions, lookup func(string) (string, bool)) {
-	fs.StringVar(&o.keyPrefix, "store-key-prefix", "", "`prefix` of every Redis key and channel, before Sluice's own \"sluice:\", so that several deployments share a Redis (overrides store.key_prefix)")
+	addStoreFlags(fs, &o.perSecond, &o.keyPrefix)
 	fs.BoolVar(&o.dynamicMetadata, "rls-dynamic-metadata", false, "answer every Envoy rate limit request with the request in dynamic_metadata, as envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA")
-	fs.BoolVar(&o.health.Store, "healthcheck-store", false, "GET /healthcheck fails while the store does not answer (envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION)")
-	fs.BoolVar(&o.health.Domains, "healthcheck-domains", false, "GET /healthcheck fails while no rate limit domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
+	fs.BoolVar(&o.health.Store, "healthcheck-store", false, "GET /healthcheck fails, and gRPC health is NOT_SERVING, while the store does not decide (envoyproxy/ratelimit's REDIS_HEALTH_CHECK_ACTIVE_CONNECTION)")
+	fs.BoolVar(&o.health.Domains, "healthcheck-domains", false, "GET /healthcheck fails, and gRPC health is NOT_SERVING, while no rate limit domain is loaded (envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	fs.BoolVar(&o.startEmpty, "start-without-config", false, "start even when the --config directories hold no file yet, and take the configuration when files or the xDS server bring it (envoyproxy/ratelimit's FORCE_START_WITHOUT_INITIAL_CONFIG)")
+	fs.BoolVar(&o.modes.Shadow, "shadow-mode", false, "every limit of the rate limit domains (envoyproxy/ratelimit-format files and xDS) in shadow mode, and no request to them denied (envoyproxy/ratelimit's SHADOW_MODE)")
+	fs.BoolVar(&o.modes.Quota, "quota-mode", false, "every limit of the rate limit domains in quota mode, as quota_mode: true on each descriptor (envoyproxy/ratelimit's QUOTA_MODE)")
 	o.grpcTLS.addFlags(fs)
 	o.env = readRatelimitEnv(lookup)
-	for name, v := range o.env.defaults {
+	o.env.setDefaults(fs)
+}
+
+// setDefaults sets the default of each flag of fs the variables give one.
+func (e *ratelimitEnv) setDefaults(fs *flag.FlagSet) {
+	for name, v := range e.defaults {
 		if f := fs.Lookup(name); f != nil && f.Value.Set(v) == nil {
 			f.DefValue = v
 		}
@@ -68,8 +77,11 @@ func addRatelimitFlags(fs *flag.FlagSet, o *ratelimitOptions, lookup func(string
 // readRatelimitEnv maps the variables lookup finds to flag defaults.
 func readRatelimitEnv(lookup func(string) (string, bool)) *ratelimitEnv {
 	e := &ratelimitEnv{lookup: lookup, defaults: map[string]string{}, from: map[string]string{}, problems: map[string]string{}}
-	e.listen("http-addr", "HOST", "PORT", "8080")
-	e.listen("grpc-addr", "GRPC_HOST", "GRPC_PORT", "8081")
+	e.listen("http-addr", "HOST", "PORT", "", "8080")
+	e.listen("grpc-addr", "GRPC_HOST", "GRPC_PORT", "", "8081")
+	// ratelimit's debug port listens on every address unless DEBUG_HOST
+	// says otherwise; Sluice's, which serves the profiler, on loopback.
+	e.listen("debug-addr", "DEBUG_HOST", "DEBUG_PORT", "127.0.0.1", "6070")
 	if vars, ok := e.from["http-addr"]; ok {
 		// ratelimit has no health port: its manifests probe /healthcheck on
 		// PORT, which the HTTP port's health reserve keeps answering under a
@@ -100,6 +112,8 @@ func readRatelimitEnv(lookup func(string) (string, bool)) *ratelimitEnv {
 	e.variable("healthcheck-store", "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", parseBool)
 	e.variable("healthcheck-domains", "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", parseBool)
 	e.variable("start-without-config", "FORCE_START_WITHOUT_INITIAL_CONFIG", parseBool)
+	e.variable("shadow-mode", "SHADOW_MODE", parseBool)
+	e.variable("quota-mode", "QUOTA_MODE", parseBool)
 	if e.defaults["start-without-config"] == "true" {
 		// ratelimit then starts at once instead of waiting for the xDS
 		// server's first version; readiness does not wait either.
@@ -107,6 +121,7 @@ func readRatelimitEnv(lookup func(string) (string, bool)) *ratelimitEnv {
 	}
 	e.grpcTLS()
 	e.store()
+	e.perSecondStore()
 	e.ignored = ignoredVariables(lookup)
 	return e
 }
@@ -159,12 +174,15 @@ func (e *ratelimitEnv) duration(flag, name string) {
 }
 
 // listen maps a HOST/PORT pair to a listen address flag's default; either
-// may be left out (ratelimit's defaults: all addresses, defPort).
-func (e *ratelimitEnv) listen(flag, hostVar, portVar, defPort string) {
+// may be left out (defHost, "" for all addresses, and defPort).
+func (e *ratelimitEnv) listen(flag, hostVar, portVar, defHost, defPort string) {
 	host, hasHost := e.lookup(hostVar)
 	port, hasPort := e.lookup(portVar)
 	if !hasHost && !hasPort {
 		return
+	}
+	if !hasHost {
+		host = defHost
 	}
 	problem := ""
 	if !hasPort {
@@ -213,30 +231,48 @@ func (e *ratelimitEnv) store() {
 		e.set("store", "BACKEND_TYPE", "", fmt.Sprintf("BACKEND_TYPE=%q: want redis (Sluice has no %s store)", backend, b))
 		return
 	}
-	u, tc, problem := ratelimitRedisURL(e.lookup)
+	u, tc, problem := ratelimitRedisURL(e.lookup, "REDIS", "/var/run/nutcracker/ratelimit.sock")
 	e.set("store", "REDIS_*", u, problem)
 	e.storeTLS = tc
 }
 
-// ratelimitRedisURL builds the store URL ratelimit's REDIS_* variables
-// describe, with their defaults (a unix socket at
-// /var/run/nutcracker/ratelimit.sock), and the TLS files they name.
-func ratelimitRedisURL(lookup func(string) (string, bool)) (string, *config.TLS, string) {
+// perSecondStore maps ratelimit's REDIS_PERSECOND=true and its
+// REDIS_PERSECOND_* variables to --store-per-second.
+func (e *ratelimitEnv) perSecondStore() {
+	v, ok := e.lookup("REDIS_PERSECOND")
+	if !ok {
+		return
+	}
+	on, err := parseBool(v)
+	switch {
+	case err != nil:
+		e.set("store-per-second", "REDIS_PERSECOND", "", fmt.Sprintf("REDIS_PERSECOND=%q: want true or false", v))
+	case on == "true":
+		u, _, problem := ratelimitRedisURL(e.lookup, "REDIS_PERSECOND", "/var/run/nutcracker/ratelimitpersecond.sock")
+		e.set("store-per-second", "REDIS_PERSECOND_*", u, problem)
+	}
+}
+
+// ratelimitRedisURL builds the store URL ratelimit's variables of one
+// Redis describe — prefix_URL, _SOCKET_TYPE, _TYPE, _AUTH and _TLS, prefix
+// REDIS or REDIS_PERSECOND — with their defaults (a unix socket at
+// socketPath), and the TLS files REDIS_TLS_* name.
+func ratelimitRedisURL(lookup func(string) (string, bool), prefix, socketPath string) (string, *config.TLS, string) {
 	get := func(name, def string) string {
 		if v, ok := lookup(name); ok {
 			return strings.TrimSpace(v)
 		}
 		return def
 	}
-	addr := get("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")
-	socket := strings.ToLower(get("REDIS_SOCKET_TYPE", "unix"))
-	kind := strings.ToLower(get("REDIS_TYPE", "single"))
-	useTLS, err := strconv.ParseBool(get("REDIS_TLS", "false"))
+	addr := get(prefix+"_URL", socketPath)
+	socket := strings.ToLower(get(prefix+"_SOCKET_TYPE", "unix"))
+	kind := strings.ToLower(get(prefix+"_TYPE", "single"))
+	useTLS, err := strconv.ParseBool(get(prefix+"_TLS", "false"))
 	if err != nil {
-		return "", nil, fmt.Sprintf("REDIS_TLS=%q: want true or false", get("REDIS_TLS", ""))
+		return "", nil, fmt.Sprintf("%s_TLS=%q: want true or false", prefix, get(prefix+"_TLS", ""))
 	}
 	var user *url.Userinfo
-	if auth := get("REDIS_AUTH", ""); auth != "" {
+	if auth := get(prefix+"_AUTH", ""); auth != "" {
 		// As ratelimit: "user:password", or a password alone.
 		if name, pass, ok := strings.Cut(auth, ":"); ok {
 			user = url.UserPassword(name, pass)
@@ -251,16 +287,16 @@ func ratelimitRedisURL(lookup func(string) (string, bool)) (string, *config.TLS,
 	switch socket {
 	case "unix":
 		if kind != "single" {
-			return "", nil, fmt.Sprintf("REDIS_SOCKET_TYPE=unix with REDIS_TYPE=%s: a %s is reached over tcp", kind, kind)
+			return "", nil, fmt.Sprintf("%s_SOCKET_TYPE=unix with %s_TYPE=%s: a %s is reached over tcp", prefix, prefix, kind, kind)
 		}
 		if useTLS {
-			return "", nil, "REDIS_TLS=true with REDIS_SOCKET_TYPE=unix: Sluice does not run TLS over a unix socket"
+			return "", nil, prefix + "_TLS=true with " + prefix + "_SOCKET_TYPE=unix: Sluice does not run TLS over a unix socket"
 		}
 		u.Scheme, u.Path = "unix", addr
 		return u.String(), nil, ""
 	case "tcp":
 	default:
-		return "", nil, fmt.Sprintf("REDIS_SOCKET_TYPE=%q: want unix or tcp", socket)
+		return "", nil, fmt.Sprintf("%s_SOCKET_TYPE=%q: want unix or tcp", prefix, socket)
 	}
 	hosts := strings.Split(addr, ",")
 	for i := range hosts {
@@ -270,22 +306,22 @@ func ratelimitRedisURL(lookup func(string) (string, bool)) (string, *config.TLS,
 	switch kind {
 	case "single":
 		if len(hosts) != 1 {
-			return "", nil, fmt.Sprintf("REDIS_URL=%q: REDIS_TYPE=single takes one host:port", addr)
+			return "", nil, fmt.Sprintf("%s_URL=%q: %s_TYPE=single takes one host:port", prefix, addr, prefix)
 		}
 	case "sentinel":
 		// The master's name, then the sentinels.
 		if len(hosts) < 2 {
-			return "", nil, fmt.Sprintf("REDIS_URL=%q: REDIS_TYPE=sentinel takes the master's name, then host:port of each sentinel", addr)
+			return "", nil, fmt.Sprintf("%s_URL=%q: %s_TYPE=sentinel takes the master's name, then host:port of each sentinel", prefix, addr, prefix)
 		}
 		q.Set("master_set", hosts[0])
 		hosts = hosts[1:]
 	case "cluster":
 	default:
-		return "", nil, fmt.Sprintf("REDIS_TYPE=%q: want single, sentinel or cluster", kind)
+		return "", nil, fmt.Sprintf("%s_TYPE=%q: want single, sentinel or cluster", prefix, kind)
 	}
 	for _, h := range hosts {
 		if _, _, err := net.SplitHostPort(h); err != nil {
-			return "", nil, fmt.Sprintf("REDIS_URL=%q: %q is not host:port", addr, h)
+			return "", nil, fmt.Sprintf("%s_URL=%q: %q is not host:port", prefix, addr, h)
 		}
 	}
 	u.Host = hosts[0]
@@ -321,7 +357,7 @@ func (e *ratelimitEnv) check(fs *flag.FlagSet, lookup func(string) (string, bool
 		if _, set := lookup(envName(f.Name)); set {
 			return
 		}
-		fmt.Fprintf(stderr, "sluice serve: %s (envoyproxy/ratelimit's variable; --%s or %s overrides it)\n", problem, f.Name, envName(f.Name))
+		fmt.Fprintf(stderr, "sluice %s: %s (envoyproxy/ratelimit's variable; --%s or %s overrides it)\n", fs.Name(), problem, f.Name, envName(f.Name))
 		code = 2
 	})
 	return code
@@ -337,18 +373,6 @@ func (e *ratelimitEnv) usedStoreTLS(storeURL string) *config.TLS {
 	return nil
 }
 
-// applyStore applies what serve's flags and ratelimit's variables say of
-// the store to st, the configuration's store section with --store applied.
-func (o *ratelimitOptions) applyStore(st config.Store, storeURL string) config.Store {
-	if tc := o.env.usedStoreTLS(storeURL); tc != nil {
-		st.TLS = tc
-	}
-	if o.keyPrefix != "" {
-		st.KeyPrefix = o.keyPrefix
-	}
-	return st
-}
-
 // warn logs, once, the ratelimit variables that are set but that Sluice
 // does not honour, each with what it does instead.
 func (e *ratelimitEnv) warn(log *slog.Logger) {
@@ -362,10 +386,10 @@ func (e *ratelimitEnv) warn(log *slog.Logger) {
 // load as an empty configuration, and the watch takes the files when they
 // come; later reloads need files, so that removing them all does not drop
 // every limit.
-func (o *ratelimitOptions) firstLoad(paths []string, storeFlag string, load func() (*config.Config, error), log *slog.Logger) (*config.Config, error) {
+func (o *ratelimitOptions) firstLoad(paths []string, store storeFlags, load func() (*config.Config, error), log *slog.Logger) (*config.Config, error) {
 	if o.startEmpty && len(paths) > 0 && noConfigFiles(paths) {
 		log.Warn("starting without configuration: no file in the configuration directories yet", "config", strings.Join(paths, ","))
-		return loadFiles(nil, storeFlag, config.Limits{}) // no files: no bounds to apply
+		return loadFiles(nil, store, config.Limits{}) // no files: no bounds to apply
 	}
 	return load()
 }

@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
-	"github.com/sluicehq/sluice/internal/cli"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestRatelimitEnvDefaults: each of envoyproxy/ratelimit's variables serve
@@ -32,6 +32,10 @@ func TestRatelimitEnvDefaults(t *testing.T) {
 			map[string]string{"grpc-addr": ":9081", "health-addr": ""}, nil},
 		{"hosts and ports", map[string]string{"HOST": "127.0.0.1", "PORT": "9080", "GRPC_HOST": "::1"},
 			map[string]string{"http-addr": "127.0.0.1:9080", "grpc-addr": "[::1]:8081", "health-addr": ""}, nil},
+		{"debug port: loopback", map[string]string{"DEBUG_PORT": "6071"}, map[string]string{"debug-addr": "127.0.0.1:6071"}, nil},
+		{"debug host", map[string]string{"DEBUG_HOST": "0.0.0.0"}, map[string]string{"debug-addr": "0.0.0.0:6070"}, nil},
+		{"bad debug port", map[string]string{"DEBUG_PORT": "debug"}, map[string]string{"debug-addr": "127.0.0.1:debug"},
+			map[string]string{"debug-addr": `DEBUG_PORT="debug": want a port number`}},
 		{"bad port", map[string]string{"PORT": "http"}, map[string]string{"http-addr": ":http", "health-addr": ""},
 			map[string]string{"http-addr": `PORT="http": want a port number`}},
 		{"logs", map[string]string{"LOG_LEVEL": "WARNING", "LOG_FORMAT": "JSON"},
@@ -49,6 +53,10 @@ func TestRatelimitEnvDefaults(t *testing.T) {
 			"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"},
 			map[string]string{"store-key-prefix": "rl:", "rls-dynamic-metadata": "true", "healthcheck-store": "true",
 				"healthcheck-domains": "true", "start-without-config": "true", "xds-wait": "0s"}, nil},
+		{"global modes", map[string]string{"SHADOW_MODE": "true", "QUOTA_MODE": "1"},
+			map[string]string{"shadow-mode": "true", "quota-mode": "true"}, nil},
+		{"global modes off", map[string]string{"SHADOW_MODE": "false", "QUOTA_MODE": "0"},
+			map[string]string{"shadow-mode": "false", "quota-mode": "false"}, nil},
 		{"bad switch", map[string]string{"RESPONSE_DYNAMIC_METADATA": "yes"}, map[string]string{"rls-dynamic-metadata": "false"},
 			map[string]string{"rls-dynamic-metadata": `RESPONSE_DYNAMIC_METADATA="yes": want true or false`}},
 		{"redis defaults: nutcracker's socket", map[string]string{"REDIS_SOCKET_TYPE": "unix"},
@@ -69,6 +77,19 @@ func TestRatelimitEnvDefaults(t *testing.T) {
 			map[string]string{"store": "REDIS_SOCKET_TYPE=unix with REDIS_TYPE=cluster"}},
 		{"single of several", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "a:1,b:2"}, map[string]string{"store": ""},
 			map[string]string{"store": "REDIS_TYPE=single takes one host:port"}},
+		{"per second: nutcracker's socket", map[string]string{"REDIS_PERSECOND": "true"},
+			map[string]string{"store-per-second": "unix:///var/run/nutcracker/ratelimitpersecond.sock"}, nil},
+		{"per second", map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_PERSECOND": "true",
+			"REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "ps:6380", "REDIS_PERSECOND_AUTH": "pw", "REDIS_PERSECOND_TLS": "true"},
+			map[string]string{"store": "redis://r:6379", "store-per-second": "rediss://:pw@ps:6380"}, nil},
+		{"per second cluster", map[string]string{"REDIS_PERSECOND": "1", "REDIS_PERSECOND_SOCKET_TYPE": "tcp",
+			"REDIS_PERSECOND_TYPE": "cluster", "REDIS_PERSECOND_URL": "n1:7000,n2:7001"},
+			map[string]string{"store-per-second": "redis://n1:7000?addr=n2%3A7001"}, nil},
+		{"per second off", map[string]string{"REDIS_PERSECOND": "false", "REDIS_PERSECOND_URL": "ps:6380"}, map[string]string{}, nil},
+		{"per second unsure", map[string]string{"REDIS_PERSECOND": "yes"}, map[string]string{"store-per-second": ""},
+			map[string]string{"store-per-second": `REDIS_PERSECOND="yes": want true or false`}},
+		{"per second bad type", map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_TYPE": "ring"},
+			map[string]string{"store-per-second": ""}, map[string]string{"store-per-second": `REDIS_PERSECOND_TYPE="ring": want single, sentinel or cluster`}},
 		{"memcache", map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:11211"}, map[string]string{"store": ""},
 			map[string]string{"store": "BACKEND_TYPE=memcache: Sluice has no memcache store"}},
 		{"grpc tls", map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c.pem", "GRPC_SERVER_TLS_KEY": "/k.pem",
@@ -127,18 +148,18 @@ func serveFlagsIn(t *testing.T, env map[string]string, args ...string) (serveOpt
 // wins over ratelimit's; a problem with ratelimit's variable stops serve
 // only when nothing overrides it, and names the variable and the way out.
 func TestRatelimitEnvPrecedence(t *testing.T) {
-	env := map[string]string{"PORT": "9080", "LOG_LEVEL": "debug", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379"}
+	env := map[string]string{"PORT": "9080", "LOG_LEVEL": "debug", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "SHADOW_MODE": "true"}
 	t.Run("ratelimit's", func(t *testing.T) {
 		o, code, _ := serveFlagsIn(t, env)
-		if code >= 0 || o.httpAddr != ":9080" || o.logLevel != "debug" || o.storeURL != "redis://r:6379" {
+		if code >= 0 || o.httpAddr != ":9080" || o.logLevel != "debug" || o.storeURL != "redis://r:6379" || !o.rl.modes.Shadow {
 			t.Fatalf("exit %d, %+v", code, o)
 		}
 	})
 	t.Run("SLUICE_* and flags", func(t *testing.T) {
 		t.Setenv("SLUICE_HTTP_ADDR", "127.0.0.1:7000")
 		t.Setenv("SLUICE_STORE", "memory://")
-		o, _, _ := serveFlagsIn(t, env, "--log-level", "error")
-		if o.httpAddr != "127.0.0.1:7000" || o.storeURL != "memory://" || o.logLevel != "error" {
+		o, _, _ := serveFlagsIn(t, env, "--log-level", "error", "--shadow-mode=false")
+		if o.httpAddr != "127.0.0.1:7000" || o.storeURL != "memory://" || o.logLevel != "error" || o.rl.modes.Shadow {
 			t.Fatalf("%+v", o)
 		}
 	})
@@ -163,7 +184,7 @@ func TestRatelimitEnvPrecedence(t *testing.T) {
 // migration table has a row for every variable ratelimit reads.
 func TestRatelimitIgnoredVariables(t *testing.T) {
 	got := ignoredVariables(envLookup(map[string]string{"USE_STATSD": "true", "STATSD_HOST": "statsd", "NEAR_LIMIT_RATIO": "0.9",
-		"LOCAL_CACHE_SIZE_IN_BYTES": "1000", "REDIS_PERSECOND": "false", "REDIS_PERSECOND_URL": "r2:6379", "SHADOW_MODE": "false",
+		"LOCAL_CACHE_SIZE_IN_BYTES": "1000", "REDIS_PERSECOND": "false", "REDIS_PERSECOND_URL": "r2:6379", "REDIS_PERSECOND_POOL_SIZE": "5", "SHADOW_MODE": "false",
 		"PORT": "8080", "REDIS_URL": "r:6379"}))
 	var names []string
 	for _, g := range got {
@@ -173,7 +194,7 @@ func TestRatelimitIgnoredVariables(t *testing.T) {
 		}
 		names = append(names, name)
 	}
-	want := []string{"USE_STATSD", "STATSD_HOST", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "REDIS_PERSECOND_URL"}
+	want := []string{"USE_STATSD", "STATSD_HOST", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "REDIS_PERSECOND_POOL_SIZE"}
 	if !sameSet(names, want) {
 		t.Fatalf("ignored %v, want %v", names, want)
 	}
@@ -252,14 +273,10 @@ func TestStartWithoutConfig(t *testing.T) {
 		t.Fatalf("/healthcheck with no domain: %d %q", code, body)
 	}
 	writeFile(t, filepath.Join(dir, "edge.yaml"), envoyConfig)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if code, _ := get(t, base+"/healthcheck"); code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the file written after the start was not taken:\n%s", logs.String())
-		}
-	}
+	testwait.UntilSaw(t, "the file written after the start taken", func() (bool, string) {
+		code, _ := get(t, base+"/healthcheck")
+		return code == 200, "\n" + logs.String()
+	})
 	if _, ok := srv.svc.Config().Domains["edge"]; !ok {
 		t.Fatal("healthy without the domain")
 	}

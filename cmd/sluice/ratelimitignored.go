@@ -22,7 +22,6 @@ func isFalse(v string) bool {
 const (
 	insteadMetrics = "Sluice exports Prometheus metrics at /metrics on the HTTP port"
 	insteadRedis   = "rueidis pipelines and multiplexes on its own; per-call timeouts are store.timeout (adaptive by default)"
-	insteadPerSec  = "per-second limits share the store REDIS_URL names (to spread load, shard it: redis://a:6379?shard=redis://b:6379)"
 	insteadXDS     = "Sluice's xDS client reconnects with its own backoff"
 	insteadTracing = "tracing is configured with the standard OTEL_* variables (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_SAMPLER…)"
 	insteadMemcach = "Sluice has no memcache store"
@@ -34,8 +33,6 @@ const (
 var ratelimitIgnored = []ratelimitVariable{
 	{"PROTO", nil, "Sluice listens on TCP"},
 	{"GRPC_UDS", nil, "Sluice serves gRPC on TCP only (GRPC_HOST, GRPC_PORT, or --grpc-addr)"},
-	{"DEBUG_HOST", nil, "no debug port: metrics are at /metrics on the HTTP port, and profiling is not served"},
-	{"DEBUG_PORT", nil, "no debug port: metrics are at /metrics on the HTTP port, and profiling is not served"},
 	{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", nil, insteadXDS},
 	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", nil, "no extra headers are sent to the xDS server"},
 	{"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", nil, insteadXDS},
@@ -68,19 +65,13 @@ var ratelimitIgnored = []ratelimitVariable{
 	{"REDIS_TIMEOUT", nil, insteadRedis},
 	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", nil, insteadRedis},
 	{"REDIS_SENTINEL_AUTH", nil, "the sentinels are reached without a password"},
-	{"REDIS_PERSECOND", isTrue, insteadPerSec},
-	{"REDIS_PERSECOND_SOCKET_TYPE", nil, insteadPerSec},
-	{"REDIS_PERSECOND_TYPE", nil, insteadPerSec},
-	{"REDIS_PERSECOND_URL", nil, insteadPerSec},
-	{"REDIS_PERSECOND_POOL_SIZE", nil, insteadPerSec},
-	{"REDIS_PERSECOND_AUTH", nil, insteadPerSec},
-	{"REDIS_PERSECOND_TLS", nil, insteadPerSec},
-	{"REDIS_PERSECOND_SENTINEL_AUTH", nil, insteadPerSec},
-	{"REDIS_PERSECOND_PIPELINE_WINDOW", nil, insteadPerSec},
-	{"REDIS_PERSECOND_PIPELINE_LIMIT", nil, insteadPerSec},
-	{"REDIS_PERSECOND_USE_EXPLICIT_PIPELINE", nil, insteadPerSec},
-	{"REDIS_PERSECOND_TIMEOUT", nil, insteadPerSec},
-	{"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", nil, insteadPerSec},
+	{"REDIS_PERSECOND_SENTINEL_AUTH", nil, "the sentinels are reached without a password"},
+	{"REDIS_PERSECOND_POOL_SIZE", nil, insteadRedis},
+	{"REDIS_PERSECOND_PIPELINE_WINDOW", nil, insteadRedis},
+	{"REDIS_PERSECOND_PIPELINE_LIMIT", nil, insteadRedis},
+	{"REDIS_PERSECOND_USE_EXPLICIT_PIPELINE", nil, insteadRedis},
+	{"REDIS_PERSECOND_TIMEOUT", nil, insteadRedis},
+	{"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", nil, insteadRedis},
 	{"MEMCACHE_HOST_PORT", nil, insteadMemcach},
 	{"MEMCACHE_MAX_IDLE_CONNS", nil, insteadMemcach},
 	{"MEMCACHE_SRV", nil, insteadMemcach},
@@ -90,8 +81,6 @@ var ratelimitIgnored = []ratelimitVariable{
 	{"MEMCACHE_TLS_CLIENT_KEY", nil, insteadMemcach},
 	{"MEMCACHE_TLS_CACERT", nil, insteadMemcach},
 	{"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", nil, insteadMemcach},
-	{"SHADOW_MODE", isTrue, "shadow_mode applies per descriptor only"},
-	{"QUOTA_MODE", isTrue, "quota_mode applies per descriptor only"},
 	{"TRACING_ENABLED", isTrue, insteadTracing},
 	{"TRACING_SERVICE_NAME", nil, insteadTracing},
 	{"TRACING_SERVICE_NAMESPACE", nil, insteadTracing},
@@ -116,7 +105,9 @@ var ratelimitHonoured = []string{
 	"LIMIT_RESPONSE_HEADERS_ENABLED", "LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER",
 	"REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_AUTH", "REDIS_TLS",
 	"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT",
-	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RESPONSE_DYNAMIC_METADATA",
+	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "RESPONSE_DYNAMIC_METADATA", "SHADOW_MODE", "QUOTA_MODE",
+	"REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
+	"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "DEBUG_HOST", "DEBUG_PORT",
 }
 
 // ignoredVariables are the ignored variables lookup finds set, each as

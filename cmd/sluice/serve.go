@@ -5,25 +5,24 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // serveOptions are serve's flags.
@@ -35,6 +34,7 @@ type serveOptions struct {
 	grpcAddr       string
 	healthAddr     string // "": no health port
 	adminAddr      string // "": the admin API is on the HTTP port
+	debugAddr      string // "": no debug port (debug.go)
 	adminTokenFile string
 	rlsHeaders     bool
 	rlsLimitHdrs   bool
@@ -101,6 +101,7 @@ func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.healthAddr, "health-addr", ":8082", "listen `address` of /healthz, /readyz, /readyz/store and /metrics alone, for probes a flood of the other ports cannot starve; empty turns it off")
 	fs.StringVar(&o.adminTokenFile, "admin-token-file", "", "`file` holding the bearer token that turns on the admin API")
 	fs.StringVar(&o.adminAddr, "admin-addr", "", "listen `address` of the admin API, which then leaves the HTTP port (default: on the HTTP port)")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "listen `address` of /metrics and the Go profiler (/debug/pprof/); keep it on loopback, e.g. 127.0.0.1:6070 (default: off)")
 	fs.BoolVar(&o.rlsHeaders, "rls-headers", false, "have Envoy add RateLimit-Policy, RateLimit and Retry-After headers to responses")
 	var limitHeadersOn bool
 	o.rlsLimitNames, limitHeadersOn = envoyrls.LimitHeadersFromEnv(os.Getenv)
@@ -132,8 +133,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if code := o.rl.env.check(fs, os.LookupEnv, stderr); code >= 0 {
 		return code
 	}
-	if msg := config.CheckKeyPrefix(o.rl.keyPrefix); msg != "" {
-		return cli.UsageError(fs, "--store-key-prefix "+msg)
+	if msg := o.store().problem(); msg != "" {
+		return cli.UsageError(fs, msg)
 	}
 	if o.configs = configPaths(o.configs, os.LookupEnv); len(o.configs) == 0 && o.xds.server == "" {
 		return cli.UsageError(fs, "give at least one --config file or directory (try examples/sluice.yaml), or --xds-server")
@@ -184,9 +185,9 @@ func cannotStart(err error, stderr io.Writer, log *slog.Logger) int {
 
 // configLoader is how serve (at start and at every reload) and proxy load
 // paths within lim: loadFiles, with the costly policies logged.
-func configLoader(paths []string, storeFlag string, lim config.Limits, log *slog.Logger) func() (*config.Config, error) {
+func configLoader(paths []string, store storeFlags, lim config.Limits, log *slog.Logger) func() (*config.Config, error) {
 	return func() (*config.Config, error) {
-		cfg, err := loadFiles(paths, storeFlag, lim)
+		cfg, err := loadFiles(paths, store, lim)
 		if err == nil {
 			for _, w := range cfg.Warnings() {
 				log.Warn("costly policy", "warning", w)
@@ -220,54 +221,54 @@ type server struct {
 	grpcAddr   net.Addr // nil when gRPC is off
 	healthAddr net.Addr // nil without a health port
 	adminAddr  net.Addr // nil when the admin API is on the HTTP port, or off
+	debugAddr  net.Addr // nil without a debug port
 	done       chan struct{}
 	shutdown   context.CancelFunc // begins the shutdown, as SIGTERM does
 }
 
 // startServer loads the configuration, opens the store, starts listening and
 // serving, and returns; the server runs until ctx ends.
-func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server, error) {
+func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (_ *server, err error) {
+	// What is opened is closed, last first, by a start that fails or by
+	// the shutdown of one that started.
+	var opened undo
+	defer func() {
+		if err != nil {
+			opened.run()
+		}
+	}()
 	paths := []string(o.configs)
-	load := configLoader(paths, o.storeURL, o.bounds.limits(), log)
+	load := configLoader(paths, o.store(), o.bounds.limits(), log)
 	// Taken before the load, so the watch reloads a file changed while the
 	// server starts.
 	since := service.Fingerprint(paths)
-	cfg, err := o.rl.firstLoad(paths, o.storeURL, load, log)
+	cfg, err := o.rl.firstLoad(paths, o.store(), load, log)
 	if err != nil {
 		return nil, err
 	}
-	storeCfg := o.rl.applyStore(storeSection(cfg, o.storeURL), o.storeURL)
+	storeCfg := o.store().section(cfg)
 	token, err := adminToken(o.adminTokenFile)
 	if err != nil {
 		return nil, err
 	}
-	tracingOpt, stopTracing, err := startTracing(ctx, log)
+	if o.adminAddr != "" && token == "" {
+		return nil, errors.New("--admin-addr needs an admin token (--admin-token-file or SLUICE_ADMIN_TOKEN)")
+	}
+	tracer, stopTracing, err := startTracing(ctx, log)
 	if err != nil {
 		return nil, err
 	}
-	store, closeStore, err := service.OpenStore(storeCfg, log)
+	opened.add(stopTracing) // the last spans are flushed after the last decision
+	svc, err := openService(ctx, cfg, storeCfg, tracer, log, &opened, service.WithModes(o.rl.modes))
 	if err != nil {
-		stopTracing()
 		return nil, err
 	}
-	closeStore = sequence(closeStore, stopTracing) // the last spans are flushed after the last decision
-	// Overrides live where the counters do: in Redis every node shares them.
-	ov, closeOverrides, err := service.OpenOverrides(ctx, storeCfg, log)
-	if err != nil {
-		closeStore()
-		return nil, err
-	}
-	closeStore = sequence(closeOverrides, closeStore)
-	svc := service.New(store, cfg, service.WithLogger(log), service.WithVersion(buildVersion()), tracingOpt, service.WithOverrides(ov))
 	xds, err := o.xds.client(svc, o.bounds.limits(), log)
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
-
 	grpcTLS, err := o.rl.grpcTLS.serverOption(log)
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
 	limits := o.limits
@@ -275,18 +276,13 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 		l := defaultConnLimits()
 		limits = &l
 	}
-	if o.adminAddr != "" && token == "" {
-		closeStore()
-		return nil, errors.New("--admin-addr needs an admin token (--admin-token-file or SLUICE_ADMIN_TOKEN)")
-	}
 	lns, err := listenAll(listenSpec{"--http-addr", o.httpAddr}, listenSpec{"--grpc-addr", o.grpcAddr},
-		listenSpec{"--health-addr", o.healthAddr}, listenSpec{"--admin-addr", o.adminAddr})
+		listenSpec{"--health-addr", o.healthAddr}, listenSpec{"--admin-addr", o.adminAddr}, listenSpec{"--debug-addr", o.debugAddr})
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
 	s := &server{drainer: newDrainer(log), svc: svc, httpAddr: lns[0].Addr(), grpcAddr: addrOf(lns[1]),
-		healthAddr: addrOf(lns[2]), adminAddr: addrOf(lns[3]), done: make(chan struct{})}
+		healthAddr: addrOf(lns[2]), adminAddr: addrOf(lns[3]), debugAddr: addrOf(lns[4]), done: make(chan struct{})}
 	ctx, s.shutdown = context.WithCancel(ctx)
 	rlsOpts := []envoyrls.Option{envoyrls.WithHeaders(o.rlsHeaders), envoyrls.WithDynamicMetadata(o.rl.dynamicMetadata)}
 	if o.rlsLimitHdrs {
@@ -295,8 +291,10 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	rls := envoyrls.New(svc, rlsOpts...)
 	// Readiness has one rule on both APIs: not while starting or draining.
 	// The store's health is not part of it, since the fail policy answers
-	// while the store cannot (/readyz/store is the strict check).
-	starting := o.xds.waitingFor(ctx, xds, log, rls.SetServing)
+	// while the store cannot (/readyz/store is the strict check), unless
+	// ratelimit's health flags say so: gRPC health then follows /healthcheck.
+	serving := newHealthFollower(rls.SetServing, o.rl.health, svc, log)
+	starting := o.xds.waitingFor(ctx, xds, log, serving.xds)
 	apiOpts := []httpapi.Option{httpapi.WithDraining(s.draining.Load), httpapi.WithStarting(starting),
 		httpapi.WithHealthcheck(o.rl.health), httpapi.WithRoute("POST", "/json", rls.JSONHandler())}
 	adminOpts := append(slices.Clone(apiOpts), httpapi.WithAdminToken(token))
@@ -311,6 +309,9 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	}
 	if o.adminAddr != "" {
 		ps.serveHTTP("admin", lns[3], httpapi.Admin(svc, adminOpts...), plainPort)
+	}
+	if o.debugAddr != "" {
+		ps.serveHTTP("debug", lns[4], debugHandler(svc.Registry()), plainPort)
 	}
 	// Stream workers reuse goroutines instead of starting one per RPC, which
 	// spares the stack growth that was ~12% of CPU under load (measured in
@@ -329,45 +330,51 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (*server
 	}
 	var wg sync.WaitGroup
 	watchCtx, stopWatch := context.WithCancel(context.Background())
-	if len(paths) > 0 {
-		wg.Go(func() {
-			if err := svc.Watch(watchCtx, paths, since, load); err != nil {
-				log.Warn("not watching the configuration files; reload with SIGHUP", "error", err)
-			}
-		})
-	}
+	watchConfig(watchCtx, &wg, svc, paths, since, load, log)
 	wg.Go(func() { runXDS(watchCtx, xds) })
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	wg.Go(func() {
-		for {
-			select {
-			case <-watchCtx.Done():
-				return
-			case <-hup:
-				log.Info("SIGHUP: reloading the configuration")
-				_ = svc.Reload(load) // logged and counted
-			}
-		}
-	})
-	log.Info("sluice serving", "version", buildVersion(), "store", service.RedactURL(storeCfg.URL),
-		"http", s.httpAddr.String(), "grpc", addrString(s.grpcAddr), "health", addrString(s.healthAddr), "admin", addrString(s.adminAddr),
+	wg.Go(func() { serving.run(watchCtx) })
+	log.Info("sluice serving", "version", buildVersion(), "store", storestack.RedactURL(storeCfg.URL), "store_per_second", storestack.RedactURL(storeCfg.PerSecondURL),
+		"http", s.httpAddr.String(), "grpc", addrString(s.grpcAddr), "health", addrString(s.healthAddr), "admin", addrString(s.adminAddr), "debug", addrString(s.debugAddr),
 		"policies", len(cfg.Policies), "domains", len(cfg.Domains), "admin_api", token != "", "xds", o.xds.server)
 
 	go func() {
 		defer close(s.done)
 		defer s.shutdown()
 		<-ctx.Done()
-		signal.Stop(hup)
 		stopWatch()
 		s.drain(o.drain, rls.Shutdown)
 		s.stop(o.shutdown, grpcSrv, ps.servers...)
 		ps.wait()
 		wg.Wait()
-		closeStore()
+		opened.run()
 		log.Info("stopped")
 	}()
 	return s, nil
+}
+
+// openService opens the store stack of storeCfg and the overrides beside it
+// and returns the service deciding on them with cfg in force, traced by
+// tracer (nil: off), with opts; what it opened is added to opened.
+func openService(ctx context.Context, cfg *config.Config, storeCfg config.Store, tracer *tracing.Tracer,
+	log *slog.Logger, opened *undo, opts ...service.Option) (*service.Service, error) {
+	st, err := storestack.Open(storeCfg, storestack.WithLogger(log), storestack.WithTracer(tracer))
+	if err != nil {
+		return nil, err
+	}
+	opened.add(func() { st.Close() })
+	// Overrides live where the counters do: in Redis every node shares them.
+	ov, closeOverrides, err := service.OpenOverrides(ctx, storeCfg, log)
+	if err != nil {
+		return nil, err
+	}
+	opened.add(closeOverrides)
+	opts = append([]service.Option{service.WithLogger(log), service.WithVersion(buildVersion()), service.WithOverrides(ov)}, opts...)
+	return service.New(st, cfg, opts...), nil
+}
+
+// store is what serve's flags and environment say of the store.
+func (o *serveOptions) store() storeFlags {
+	return storeFlags{url: o.storeURL, perSecond: o.rl.perSecond, keyPrefix: o.rl.keyPrefix, env: o.rl.env}
 }
 
 // wait blocks until the server has shut down.
@@ -386,29 +393,4 @@ func addrString(a net.Addr) string {
 		return "off"
 	}
 	return a.String()
-}
-
-// adminToken reads the admin token from file, else from SLUICE_ADMIN_TOKEN,
-// and refuses a weak one. A file keeps the secret out of the process list and
-// the shell history.
-func adminToken(file string) (string, error) {
-	if file == "" {
-		token := os.Getenv("SLUICE_ADMIN_TOKEN")
-		if err := httpapi.CheckAdminToken(token); token != "" && err != nil {
-			return "", fmt.Errorf("SLUICE_ADMIN_TOKEN: %w", err)
-		}
-		return token, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("--admin-token-file: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("--admin-token-file %s is empty", file)
-	}
-	if err := httpapi.CheckAdminToken(token); err != nil {
-		return "", fmt.Errorf("--admin-token-file %s: %w", file, err)
-	}
-	return token, nil
 }

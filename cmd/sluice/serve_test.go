@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"os"
@@ -19,7 +18,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 const nativeConfig = `store:
@@ -156,19 +157,14 @@ func testServe(t *testing.T, storeURL string) {
 	// state as time (the theoretical arrival time), so 3 of 3 per minute used
 	// is 60 s of debt, which under 5 per minute is still all 5 units.
 	writeFile(t, native, strings.Replace(nativeConfig, "limit: 3", "limit: 5", 1))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		status, body := postJSON(t, base+"/v1/check", `{"policy":"api_per_key","key":"alice","cost":0}`)
-		if status == 200 && strings.Contains(body, `"limit":5`) {
-			if !strings.Contains(body, `"remaining":0`) {
-				t.Fatalf("the reload lost the counters: %s", body)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the edit never took effect: %s", body)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var body string
+	testwait.UntilSaw(t, "the edit in force", func() (bool, string) {
+		var status int
+		status, body = postJSON(t, base+"/v1/check", `{"policy":"api_per_key","key":"alice","cost":0}`)
+		return status == 200 && strings.Contains(body, `"limit":5`), body
+	})
+	if !strings.Contains(body, `"remaining":0`) {
+		t.Fatalf("the reload lost the counters: %s", body)
 	}
 
 	// The readiness probe reaches the store.

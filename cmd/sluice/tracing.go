@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/internal/tracing/provider"
 )
 
@@ -16,15 +16,15 @@ import (
 const tracingFlushTimeout = 5 * time.Second
 
 // startTracing sets up OpenTelemetry tracing from the OTEL_* environment
-// variables: the Service option that turns it on (a no-op when it is off),
-// and stop, which flushes the spans still buffered.
-func startTracing(ctx context.Context, log *slog.Logger) (service.Option, func(), error) {
+// variables: the tracer of the store stack and the service (nil when
+// tracing is off), and stop, which flushes the spans still buffered.
+func startTracing(ctx context.Context, log *slog.Logger) (*tracing.Tracer, func(), error) {
 	tp, settings, err := provider.FromEnv(ctx, os.Getenv, buildVersion(), log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("tracing: %w", err)
 	}
 	if tp == nil {
-		return service.WithTracing(nil, false), func() {}, nil
+		return nil, func() {}, nil
 	}
 	log.Info("tracing on: exporting spans over OTLP", "protocol", settings.Protocol, "keys", settings.Keys)
 	stop := func() {
@@ -34,14 +34,5 @@ func startTracing(ctx context.Context, log *slog.Logger) (service.Option, func()
 			log.Warn("tracing: the last spans were not all exported", "error", err)
 		}
 	}
-	return service.WithTracing(tp, settings.Keys), stop, nil
-}
-
-// sequence returns a function calling each of fs in turn.
-func sequence(fs ...func()) func() {
-	return func() {
-		for _, f := range fs {
-			f()
-		}
-	}
+	return tracing.New(tp, settings.Keys), stop, nil
 }

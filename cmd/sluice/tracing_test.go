@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"net/http"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/tracing/tracingtest"
 )
 

@@ -3,29 +3,37 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"io"
 	"os"
 	"runtime/debug"
 
+	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 const validateDescription = `Validate reads configuration files as serve would and reports every problem
 with its file, line and field: the files themselves, then the store section as
 serve would open it (the password and TLS files it names are read; nothing is
 connected to). A directory stands for every *.yaml and *.yml file in it.
-As for serve, SLUICE_CONFIG and SLUICE_STORE stand in for --config and --store,
-and without files the envoyproxy/ratelimit variables RUNTIME_ROOT,
-RUNTIME_SUBDIRECTORY and RUNTIME_APPDIRECTORY name the directory.
+As for serve, SLUICE_CONFIG, SLUICE_STORE, SLUICE_STORE_PER_SECOND and
+SLUICE_STORE_KEY_PREFIX stand in for the flags, envoyproxy/ratelimit's
+variables for the store (REDIS_*, REDIS_PERSECOND_*, CACHE_KEY_PREFIX) are read
+as serve reads them, and without files RUNTIME_ROOT, RUNTIME_SUBDIRECTORY and
+RUNTIME_APPDIRECTORY name the directory.
 The exit status is 0 when they are valid, 1 when not, 2 for a usage error.`
 
 func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("sluice validate", "sluice validate [--store URL] FILE|DIR... (or --config FILE|DIR...)", validateDescription, stderr)
 	var files cli.StringList
 	fs.Var(&files, "config", "a configuration `file` or directory (native or envoyproxy/ratelimit format); repeat for several")
-	storeURL := fs.String("store", "", "the store `URL` serve would be given with --store; overrides the config's store.url")
+	var store storeFlags
+	fs.StringVar(&store.url, "store", "", "the store `URL` serve would be given with --store; overrides the config's store.url")
+	addStoreFlags(fs, &store.perSecond, &store.keyPrefix)
+	// The store's flags take their defaults from ratelimit's variables, as
+	// serve's do.
+	store.env = readRatelimitEnv(os.LookupEnv)
+	store.env.setDefaults(fs)
 	var bounds configBounds
 	bounds.addFlags(fs)
 	positional, code := cli.ParseArgs(fs, args)
@@ -33,11 +41,18 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	// Files named here win; else, as serve does, SLUICE_CONFIG, then the
-	// RUNTIME_* directory. SLUICE_STORE stands in for --store, so that a
-	// check in serve's environment checks what serve would open.
+	// RUNTIME_* directory. SLUICE_STORE and the others stand in for the
+	// store's flags, so that a check in serve's environment checks what
+	// serve would open.
 	named := append(append([]string(nil), files...), positional...)
 	if code := applyEnv(fs, os.LookupEnv); code >= 0 {
 		return code
+	}
+	if code := store.env.check(fs, os.LookupEnv, stderr); code >= 0 {
+		return code
+	}
+	if msg := store.problem(); msg != "" {
+		return cli.UsageError(fs, msg)
 	}
 	paths := named
 	if len(paths) == 0 {
@@ -49,12 +64,12 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	if msg := bounds.validate(); msg != "" {
 		return cli.UsageError(fs, msg)
 	}
-	cfg, err := loadConfig(paths, *storeURL, bounds.limits())
+	cfg, err := loadConfig(paths, store, bounds.limits())
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	for _, w := range append(cfg.Warnings(), service.StoreWarnings(storeSection(cfg, *storeURL))...) {
+	for _, w := range append(cfg.Warnings(), storestack.Warnings(store.section(cfg))...) {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	fmt.Fprintf(stdout, "ok: %d policies, %d domains in %d files\n", len(cfg.Policies), len(cfg.Domains), len(cfg.Files))
@@ -63,14 +78,14 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 
 // loadConfig is the one validation serve (at start and at every reload) and
 // validate share: the files within lim, then the store section as serve
-// would open it with the --store flag's URL, files read but nothing
-// connected to.
-func loadConfig(paths []string, storeFlag string, lim config.Limits) (*config.Config, error) {
+// would open it with the store's flags, files read but nothing connected
+// to.
+func loadConfig(paths []string, store storeFlags, lim config.Limits) (*config.Config, error) {
 	cfg, err := lim.Load(paths...)
 	if err != nil {
 		return nil, err
 	}
-	if err := service.CheckStore(cfg, storeSection(cfg, storeFlag)); err != nil {
+	if err := storestack.Check(cfg, store.section(cfg)); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/cli"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/cli"
 )
 
 // TestValidateRefusesWhatServeRefuses: for each configuration serve cannot
@@ -104,4 +105,59 @@ func TestStoreLeaseURLFromFlag(t *testing.T) {
 	}
 	cancel()
 	srv.wait()
+}
+
+// TestValidateReadsRatelimitStoreVariables: validate derives the store as serve
+// does, envoyproxy/ratelimit's variables included, so that run in serve's
+// environment it refuses what serve refuses, with the same words.
+func TestValidateReadsRatelimitStoreVariables(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "policies.yaml")
+	writeFile(t, path, "policies:\n  - {name: p, algorithm: gcra, limit: 5, period: 1m}\n")
+	redis := map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "127.0.0.1:1"}
+	with := func(a, b map[string]string) map[string]string {
+		out := map[string]string{}
+		for _, m := range []map[string]string{a, b} {
+			for k, v := range m {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		code    int
+		message string
+	}{
+		{"REDIS_TLS_CACERT missing", with(redis, map[string]string{"REDIS_TLS": "true", "REDIS_TLS_CACERT": filepath.Join(dir, "missing-ca.pem")}),
+			1, "store.tls.ca_file"},
+		{"REDIS_PERSECOND without a Redis store", map[string]string{"REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": "127.0.0.1:2"},
+			1, "--store-per-second: a second Redis for the per-second limits needs a Redis store"},
+		{"SLUICE_STORE_PER_SECOND bad", with(redis, map[string]string{"SLUICE_STORE_PER_SECOND": "redis://127.0.0.1:2/abc"}),
+			1, "--store-per-second: redis: invalid database number"},
+		{"CACHE_KEY_PREFIX with a brace", map[string]string{"CACHE_KEY_PREFIX": "{rl}:"}, 2, "--store-key-prefix"},
+		{"BACKEND_TYPE=memcache", map[string]string{"BACKEND_TYPE": "memcache"}, 2, "BACKEND_TYPE=memcache: Sluice has no memcache store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			code, _, valOut := runCmd("validate", path)
+			if code != tc.code || !strings.Contains(valOut, tc.message) {
+				t.Fatalf("validate: exit %d %q, want %d and %q", code, valOut, tc.code, tc.message)
+			}
+			code, _, serveOut := runCmd("serve", "--config", path, "--http-addr", "127.0.0.1:0", "--grpc-addr", "", "--health-addr", "")
+			if code != tc.code {
+				t.Fatalf("serve: exit %d %q, want %d", code, serveOut, tc.code)
+			}
+			if first, _, _ := strings.Cut(valOut, "\n"); !strings.Contains(serveOut, strings.ReplaceAll(first, "validate", "serve")) {
+				t.Errorf("serve and validate differ:\nvalidate: %q\nserve:    %q", valOut, serveOut)
+			}
+		})
+	}
+	// Without the variables, the same file is valid.
+	if code, out, errOut := runCmd("validate", path); code != 0 {
+		t.Fatalf("exit %d %q %q", code, out, errOut)
+	}
 }

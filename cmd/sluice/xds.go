@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 )
 
@@ -67,7 +68,7 @@ func (x *xdsOptions) tlsConfig() (*tls.Config, error) {
 	if (x.certFile == "") != (x.keyFile == "") {
 		return nil, errors.New("--xds-cert-file and --xds-key-file go together")
 	}
-	tc, field, err := service.ClientTLS(&config.TLS{CAFile: x.caFile, CertFile: x.certFile, KeyFile: x.keyFile, ServerName: x.serverName})
+	tc, field, err := storestack.ClientTLS(&config.TLS{CAFile: x.caFile, CertFile: x.certFile, KeyFile: x.keyFile, ServerName: x.serverName})
 	if err != nil {
 		flagName := map[string]string{"ca_file": "--xds-ca-file", "cert_file": "--xds-cert-file and --xds-key-file"}[field]
 		return nil, fmt.Errorf("%s: %w", flagName, err)
@@ -154,15 +155,15 @@ func runXDS(ctx context.Context, c *xdsconfig.Client) {
 
 // loadFiles is loadConfig, except that with no files, which serve allows
 // when xDS provides the domains, it is an empty configuration.
-func loadFiles(paths []string, storeFlag string, lim config.Limits) (*config.Config, error) {
+func loadFiles(paths []string, store storeFlags, lim config.Limits) (*config.Config, error) {
 	if len(paths) > 0 {
-		return loadConfig(paths, storeFlag, lim)
+		return loadConfig(paths, store, lim)
 	}
 	cfg, err := config.ParseDocuments()
 	if err != nil {
 		return nil, err
 	}
-	if err := service.CheckStore(cfg, storeSection(cfg, storeFlag)); err != nil {
+	if err := storestack.Check(cfg, store.section(cfg)); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
 )
@@ -48,7 +49,7 @@ func TestServeFromXDS(t *testing.T) {
 	}
 	// Until v1 is applied the domain is unknown and has no limit; the probe
 	// uses an address of its own so that it charges nothing the test counts.
-	xdstest.WaitFor(t, "v1 in force", func() bool {
+	testwait.Until(t, "v1 in force", func() bool {
 		return limitIs(call("10.9.9.9"), 2)
 	})
 	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
@@ -57,7 +58,7 @@ func TestServeFromXDS(t *testing.T) {
 	bad := perDay(50)
 	bad.Descriptors[0].Key = ""
 	cp.Set("v2", bad)
-	xdstest.WaitFor(t, "the NACK of v2", func() bool {
+	testwait.Until(t, "the NACK of v2", func() bool {
 		return cp.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetErrorDetail() != nil }) != nil
 	})
 	expect("10.0.0.1", over)
@@ -82,7 +83,7 @@ func TestNACKAcrossNodes(t *testing.T) {
 	a, _ := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, metadata: "name=a"}, r.URL())
 	b, _ := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, metadata: "name=b"}, r.URL())
 	for _, node := range []func(string) *rlsv3.RateLimitResponse{a, b} {
-		xdstest.WaitFor(t, "v1 in force", func() bool { return limitIs(node("probe"), 3) })
+		testwait.Until(t, "v1 in force", func() bool { return limitIs(node("probe"), 3) })
 	}
 	const ok, over = rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
 	expect := func(ip string, codes ...rlsv3.RateLimitResponse_Code) {
@@ -100,7 +101,7 @@ func TestNACKAcrossNodes(t *testing.T) {
 	bad.Descriptors[0].RateLimit.Unit = rlsconf.RateLimitUnit_UNKNOWN
 	cp.Set("v2", bad)
 	for _, name := range []string{"a", "b"} {
-		xdstest.WaitFor(t, "the NACK of node "+name, func() bool {
+		testwait.Until(t, "the NACK of node "+name, func() bool {
 			return cp.Seen(func(req *discovery.DiscoveryRequest) bool {
 				return req.GetErrorDetail() != nil && req.GetNode().GetMetadata().GetFields()["name"].GetStringValue() == name
 			}) != nil
@@ -111,7 +112,7 @@ func TestNACKAcrossNodes(t *testing.T) {
 
 	cp.Set("v3", perDay(5))
 	for _, node := range []func(string) *rlsv3.RateLimitResponse{a, b} {
-		xdstest.WaitFor(t, "v3 in force", func() bool { return limitIs(node("probe"), 5) })
+		testwait.Until(t, "v3 in force", func() bool { return limitIs(node("probe"), 5) })
 	}
 	expect("10.0.0.1", ok, ok, over)
 }
@@ -144,10 +145,16 @@ func startXDSServe(t *testing.T, x xdsOptions, storeURL string) (call func(ip st
 // startXDSServer runs serve in-process with x and no files.
 func startXDSServer(t *testing.T, x xdsOptions, storeURL string) (*server, *syncBuffer) {
 	t.Helper()
+	return startWith(t, serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second, xds: x, storeURL: storeURL})
+}
+
+// startWith runs serve in-process with o, logging into the buffer it
+// returns; it is shut down at cleanup.
+func startWith(t *testing.T, o serveOptions) (*server, *syncBuffer) {
+	t.Helper()
 	logs := &syncBuffer{}
 	log, _ := newLogger(logs, "text", "info")
 	ctx, cancel := context.WithCancel(context.Background())
-	o := serveOptions{httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0", shutdown: 5 * time.Second, xds: x, storeURL: storeURL}
 	srv, err := startServer(ctx, o, log)
 	if err != nil {
 		cancel()
@@ -188,11 +195,11 @@ func TestServeFromXDSOverTLS(t *testing.T) {
 	cp.Set("v1", xdstest.Domain("edge", "remote_address", "", 7))
 
 	call, _ := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, caFile: ca, certFile: cert, keyFile: key}, "")
-	xdstest.WaitFor(t, "v1 in force over TLS", func() bool { return limitIs(call("10.0.0.1"), 7) })
+	testwait.Until(t, "v1 in force over TLS", func() bool { return limitIs(call("10.0.0.1"), 7) })
 
 	call, logs := startXDSServe(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, caFile: ca,
 		certFile: strangerCert, keyFile: strangerKey}, "")
-	xdstest.WaitFor(t, "the refused handshake logged", func() bool { return strings.Contains(logs.String(), "xDS stream lost") })
+	testwait.Until(t, "the refused handshake logged", func() bool { return strings.Contains(logs.String(), "xDS stream lost") })
 	if limitIs(call("10.0.0.1"), 7) {
 		t.Error("a client the server refused got its configuration")
 	}

@@ -8,6 +8,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/internal/xdstest"
 )
 
@@ -34,7 +35,7 @@ func TestReadyWaitsForXDS(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0") // no version yet
 	srv, _ := startXDSServer(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, wait: time.Hour}, "")
 	// The client subscribes, and the server has nothing to send: not ready.
-	xdstest.WaitFor(t, "the subscription", func() bool {
+	testwait.Until(t, "the subscription", func() bool {
 		return cp.Seen(func(*discovery.DiscoveryRequest) bool { return true }) != nil
 	})
 	if code, body := readyz(t, srv); code != 503 || !strings.Contains(body, `"starting"`) || !strings.Contains(body, "xDS") {
@@ -44,7 +45,7 @@ func TestReadyWaitsForXDS(t *testing.T) {
 		t.Fatal("gRPC health SERVING before any xDS version; want NOT_SERVING, as /readyz")
 	}
 	cp.Set("v1", xdstest.Domain("edge", "remote_address", "", 10))
-	xdstest.WaitFor(t, "/readyz 200 and gRPC SERVING once v1 is applied", func() bool {
+	testwait.Until(t, "/readyz 200 and gRPC SERVING once v1 is applied", func() bool {
 		code, _ := readyz(t, srv)
 		return code == 200 && grpcServing(t, srv)
 	})
@@ -56,7 +57,7 @@ func TestReadyWaitsForXDS(t *testing.T) {
 func TestReadyXDSWaitBounded(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0")
 	srv, logs := startXDSServer(t, xdsOptions{server: cp.Addr, nodeID: xdstest.NodeID, wait: short}, "")
-	xdstest.WaitFor(t, "/readyz 200 and gRPC SERVING after --xds-wait", func() bool {
+	testwait.Until(t, "/readyz 200 and gRPC SERVING after --xds-wait", func() bool {
 		code, _ := readyz(t, srv)
 		return code == 200 && grpcServing(t, srv)
 	})

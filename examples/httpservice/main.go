@@ -40,7 +40,7 @@ func main() {
 		log.Fatal(err)
 	}
 	limits, err := httplimit.New(
-		httplimit.Limit(perUser, httplimit.ByHeader("X-API-Key"), httplimit.FallbackKey(httplimit.ByIP())),
+		httplimit.Limit(perUser, httplimit.ByHeader("X-API-Key"), httplimit.WithFallbackKey(httplimit.ByIP())),
 		httplimit.Limit(global, httplimit.Global()),
 	)
 	if err != nil {

@@ -62,6 +62,10 @@ type Store struct {
 	// URL selects the store: memory:// (or empty) for the embedded memory
 	// store, redis://, rediss:// or unix:// for Redis (see redisstore.Open).
 	URL string
+	// PerSecondURL, when set, is a second Redis for the limits of periods
+	// under a minute, as envoyproxy/ratelimit's REDIS_PERSECOND keeps its
+	// per-second limits apart; URL holds the others. Redis stores only.
+	PerSecondURL string
 	// Timeout, when set, bounds every store call with this fixed timeout;
 	// 0 means an adaptive timeout that follows Redis' observed latency
 	// between TimeoutMin and TimeoutMax.
@@ -192,6 +196,10 @@ type Domain struct {
 	Name        string
 	Descriptors []*Descriptor
 	index       *levelIndex // of Descriptors, when they are many; see Match
+	// Shadow: no request to the domain is denied, whatever its limits say
+	// (envoyproxy/ratelimit's SHADOW_MODE; see Modes). Its limits are then
+	// shadow ones too.
+	Shadow bool
 }
 
 // Descriptor is one node of a domain's tree. A request descriptor (a list of

@@ -78,6 +78,8 @@ func TestNativeProblems(t *testing.T) {
 			[]string{"4:5 policies[0].limit: required field has no value"}},
 		{"unknown algorithm", y("policies:", "  - {name: a, algorithm: gcar, limit: 5, period: 1s}"),
 			[]string{`2:26 policies[0].algorithm: unknown algorithm "gcar"; want one of fixed_window,`}},
+		{"concurrency not served", y("policies:", "  - {name: a, algorithm: concurrency, limit: 5, period: 1s}"),
+			[]string{`2:26 policies[0].algorithm: algorithm "concurrency" is not served yet (the Go library offers it); want one of fixed_window,`}},
 		{"Validate: limit", y("policies:", "  - name: a", "    algorithm: gcra", "    limit: 0", "    period: 1m"),
 			[]string{"4:12 policies[0].limit: must be at least 1, got 0"}},
 		{"Validate: period", y("policies:", "  - name: a", "    algorithm: gcra", "    limit: 1", "    period: 500us"),

@@ -39,7 +39,7 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	examples, _ := filepath.Glob("../examples/*.yaml")
+	examples, _ := filepath.Glob("../../examples/*.yaml")
 	shapes, _ := filepath.Glob("testdata/ratelimit/*.yaml")
 	examples = append(examples, shapes...)
 	for _, path := range examples {

@@ -110,7 +110,7 @@ func TestEnvoyNameClash(t *testing.T) {
 // TestExamples loads every example, alone and all together as the service
 // would, and checks the policies the README and the docs rely on.
 func TestExamples(t *testing.T) {
-	paths, err := filepath.Glob("../examples/*.yaml")
+	paths, err := filepath.Glob("../../examples/*.yaml")
 	if err != nil || len(paths) < 3 {
 		t.Fatalf("examples: %v, %v", paths, err)
 	}

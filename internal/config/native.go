@@ -50,7 +50,7 @@ func (p *fileParser) native(root *yaml.Node, out *parsed) {
 // store reads the store section. The URL is checked only for its scheme:
 // opening it is the server's job, and a half-parsed URL is no better.
 func (p *fileParser) store(n *yaml.Node) *Store {
-	f, ok := p.mapping(n, "store", "url", "timeout", "timeout_min", "timeout_max", "on_error", "nodes", "breaker", "max_keys", "max_bytes", "password_file", "tls", "lease", "key_prefix")
+	f, ok := p.mapping(n, "store", "url", "timeout", "timeout_min", "timeout_max", "on_error", "nodes", "breaker", "max_keys", "max_bytes", "password_file", "tls", "lease", "key_prefix", "per_second_url")
 	if !ok {
 		return nil
 	}
@@ -58,8 +58,12 @@ func (p *fileParser) store(n *yaml.Node) *Store {
 	if raw, set := p.str(f, "url"); set {
 		s.URL = raw
 		if raw != "" {
-			p.storeURL(f.get("url"), raw)
+			p.storeURL(f.get("url"), "store.url", raw)
 		}
+	}
+	if raw, set := p.str(f, "per_second_url"); set && raw != "" {
+		s.PerSecondURL = raw
+		p.storeURL(f.get("per_second_url"), "store.per_second_url", raw)
 	}
 	s.Timeout = p.nonNegativeDuration(f, "timeout")
 	s.TimeoutMin = p.nonNegativeDuration(f, "timeout_min")
@@ -157,7 +161,7 @@ func (p *fileParser) relative(name string) string {
 
 // storeURL checks a store URL's scheme. Messages never quote the URL: it may
 // hold a password, and these errors end up in logs.
-func (p *fileParser) storeURL(n *yaml.Node, raw string) {
+func (p *fileParser) storeURL(n *yaml.Node, field, raw string) {
 	const want = "want a memory://, redis://, rediss:// or unix:// URL (a Redis address is written redis://host:6379)"
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -165,7 +169,7 @@ func (p *fileParser) storeURL(n *yaml.Node, raw string) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		p.errorf(n, "store.url", "%s; this one does not parse: %v", want, err)
+		p.errorf(n, field, "%s; this one does not parse: %v", want, err)
 		return
 	}
 	if !contains(storeSchemes, u.Scheme) {
@@ -173,7 +177,7 @@ func (p *fileParser) storeURL(n *yaml.Node, raw string) {
 		if u.Scheme != "" {
 			got = "scheme " + u.Scheme
 		}
-		p.errorf(n, "store.url", "%s, got %s", want, got)
+		p.errorf(n, field, "%s, got %s", want, got)
 	}
 }
 

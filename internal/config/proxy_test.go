@@ -177,7 +177,7 @@ func TestParseKeySpec(t *testing.T) {
 }
 
 func TestExampleProxyLoads(t *testing.T) {
-	cfg, err := Load("../examples/proxy.yaml")
+	cfg, err := Load("../../examples/proxy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

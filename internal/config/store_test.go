@@ -30,6 +30,7 @@ func TestStoreFields(t *testing.T) {
 		store: y(
 			"store:",
 			"  url: rediss://redis.internal:6380/1",
+			"  per_second_url: rediss://redis-ps.internal:6380",
 			"  timeout: 75ms",
 			"  timeout_min: 20ms",
 			"  timeout_max: 2s",
@@ -63,6 +64,7 @@ func TestStoreFields(t *testing.T) {
 	}
 	want := Store{
 		URL:          "rediss://redis.internal:6380/1",
+		PerSecondURL: "rediss://redis-ps.internal:6380",
 		Timeout:      75 * time.Millisecond,
 		TimeoutMin:   20 * time.Millisecond,
 		TimeoutMax:   2 * time.Second,
@@ -177,6 +179,8 @@ func TestStoreProblems(t *testing.T) {
 			"5:5 store.tls.verify: unknown field; allowed here: ca_file, cert_file, key_file, server_name, insecure_skip_verify"}},
 		{"tls insecure_skip_verify not a boolean", y(store, "  tls:", "    insecure_skip_verify: maybe"),
 			[]string{`3:27 store.tls.insecure_skip_verify: must be true or false, got the string "maybe"`}},
+		{"per_second_url without a scheme", y(store, "  per_second_url: redis-ps:6379"),
+			[]string{"2:19 store.per_second_url: want a memory://, redis://, rediss:// or unix:// URL (a Redis address is written redis://host:6379), got scheme redis-ps"}},
 		{"key_prefix with a brace", y(store, "  key_prefix: '{rl}:'"),
 			[]string{`2:15 store.key_prefix: "{rl}:" holds '{' or '}': Sluice places the Redis Cluster hash tags in its keys itself`}},
 		{"tls not a mapping", y(store, "  tls: true"),

@@ -84,6 +84,11 @@ func (p *fileParser) algorithm(f *fields, key string) (sluice.Algorithm, bool) {
 		p.errorf(f.get(key), join(f.path, key), "unknown algorithm %q; want one of %s", s, algorithmNames())
 		return "", false
 	}
+	if a == sluice.Concurrency {
+		// The library's in-flight limit: the server has no release to offer yet.
+		p.errorf(f.get(key), join(f.path, key), "algorithm %q is not served yet (the Go library offers it); want one of %s", s, algorithmNames())
+		return "", false
+	}
 	return a, true
 }
 

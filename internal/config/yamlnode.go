@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/sluicehq/sluice/internal/suggest"
 	"io"
 	"regexp"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/internal/suggest"
 )
 
 // maxFileSize is the largest configuration file accepted: far above any real

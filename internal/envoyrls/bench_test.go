@@ -18,6 +18,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/internal/tracing/tracingtest"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redisstore"
@@ -63,7 +65,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	}
 	cfg := newConfig(domain("bench", node("user", "", limits(pol("per_user", 1000, time.Second)))))
 	sluiceOn := func(store sluice.Store) func(grpc.ServiceRegistrar) {
-		return New(service.New(store, cfg, service.WithLogger(quiet))).Register
+		return New(service.New(storestack.Of(store), cfg, service.WithLogger(quiet))).Register
 	}
 
 	servers := []benchTarget{
@@ -79,7 +81,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(store.Close)
+		b.Cleanup(func() { _ = store.Close() })
 		servers = append(servers, benchTarget{name: "redis", register: sluiceOn(store)})
 	} else {
 		servers = append(servers, benchTarget{name: "redis", skip: "redis-server is not installed"})
@@ -153,9 +155,10 @@ func BenchmarkShouldRateLimitInProcess(b *testing.B) {
 	tp, _ := tracingtest.Provider(b)
 	for _, v := range []struct {
 		suffix string
-		opts   []service.Option
-	}{{"", nil}, {"-traced", []service.Option{service.WithTracing(tp, false)}}} {
-		srv := New(service.New(memory.New(), cfg, append(v.opts, service.WithLogger(quiet))...))
+		tracer *tracing.Tracer
+	}{{"", nil}, {"-traced", tracing.New(tp, false)}} {
+		st := storestack.Of(memory.New(), storestack.WithTracer(v.tracer))
+		srv := New(service.New(st, cfg, service.WithLogger(quiet)))
 		benchInProcess(b, srv, v.suffix)
 	}
 }

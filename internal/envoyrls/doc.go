@@ -1,7 +1,9 @@
 // Package envoyrls is Sluice's front end for Envoy's global rate limiting: a
 // gRPC server of the rate limit service protocol (envoy.service.ratelimit.v3,
-// "RLS v3") that decides with a service.Service, so it answers exactly as the
-// HTTP API does on the same configuration and store.
+// "RLS v3") that decides in a service.Service's engine (package engine), so it
+// decides and counts exactly as the HTTP API does on the same configuration and
+// store. It keeps only what is Envoy's: matching descriptors, replaces, the
+// same (limit, key) from several descriptors summed, hits, and the response.
 //
 // # The model
 //
@@ -39,7 +41,9 @@
 //
 // # Using it
 //
-//	svc := service.New(store, cfg)
+//	st, err := storestack.Open(cfg.Store)
+//	...
+//	svc := service.New(st, cfg)
 //	rls := envoyrls.New(svc, envoyrls.WithHeaders(true))
 //	g := grpc.NewServer()
 //	rls.Register(g) // the rate limit service and grpc.health.v1

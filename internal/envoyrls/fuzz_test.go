@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -137,7 +138,7 @@ func newFuzzEnv(f *testing.F, opts ...Option) *fuzzEnv {
 	if err := os.WriteFile(tree, []byte(fuzzTree), 0o600); err != nil {
 		f.Fatal(err)
 	}
-	cfg, err := config.Load("../examples/envoy-ratelimit.yaml", "../examples/envoy-extended.yaml", tree)
+	cfg, err := config.Load("../../examples/envoy-ratelimit.yaml", "../../examples/envoy-extended.yaml", tree)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func newFuzzEnv(f *testing.F, opts ...Option) *fuzzEnv {
 	sort.Strings(e.domains)
 	e.domains = append(e.domains, "no_such_domain")
 	store := memory.New(memory.WithClock(e.clock), memory.WithMaxKeys(1<<14))
-	e.srv = New(service.New(store, cfg, service.WithLogger(quiet)), opts...)
+	e.srv = New(service.New(storestack.Of(store), cfg, service.WithLogger(quiet)), opts...)
 	return e
 }
 

@@ -167,6 +167,18 @@ func TestLimitHeaders(t *testing.T) {
 	}
 }
 
+// TestLimitHeadersMultipliedUnit: RateLimit-Reset of a window of several
+// units (unit_multiplier) is the seconds to the end of that window, the one
+// the decision is made in: 15s into 20 per 5 minutes it is 285, where
+// envoyproxy/ratelimit, which ignores the multiplier there, says 45.
+func TestLimitHeadersMultipliedUnit(t *testing.T) {
+	e := newEnv(t, openMemory, newConfig(domain("d", node("a", "", limits(pol("a", 20, 5*time.Minute))))),
+		WithLimitHeaders(DefaultLimitHeaderNames))
+	if h := headerMap(t, e.call("d", 0, desc("a", "x"))); h["RateLimit-Reset"] != "285" || h["RateLimit-Remaining"] != "19" {
+		t.Fatalf("headers %v, want RateLimit-Reset 285 and 19 remaining", h)
+	}
+}
+
 func TestLimitHeadersFromEnv(t *testing.T) {
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 	if names, on := LimitHeadersFromEnv(env(nil)); on || names != DefaultLimitHeaderNames {

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/storetest"
@@ -110,7 +111,7 @@ func redisOpener(t testing.TB) opener {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(s.Close)
+		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
 }
@@ -144,7 +145,7 @@ func newEnvService(t testing.TB, open opener, cfg *config.Config, svcOpts func(*
 	if svcOpts != nil {
 		sopts = append(sopts, svcOpts(clock)...)
 	}
-	svc := service.New(open(t, clock), cfg, sopts...)
+	svc := service.New(storestack.Of(open(t, clock)), cfg, sopts...)
 	e := &env{t: t, clock: clock, svc: svc, srv: New(svc, append([]Option{WithClock(clock)}, opts...)...)}
 	e.conn = serve(t, e.srv.Register)
 	e.client = rlsv3.NewRateLimitServiceClient(e.conn)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 // postJSON posts body to url and returns the status and the body.
@@ -71,7 +72,7 @@ func TestJSONHandler(t *testing.T) {
 		}
 	}
 	// A store that cannot decide (and no fail policy that does) is a 503.
-	down := httptest.NewServer(New(service.New(failingStore{}, e.svc.Config(), service.WithLogger(quiet))).JSONHandler())
+	down := httptest.NewServer(New(service.New(storestack.Of(failingStore{}), e.svc.Config(), service.WithLogger(quiet))).JSONHandler())
 	t.Cleanup(down.Close)
 	if code, body := postJSON(t, down.URL, req); code != http.StatusServiceUnavailable {
 		t.Fatalf("store down: %d %q", code, body)

@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // maxCost caps a cost taken from a request. It is above every policy's
@@ -24,7 +24,7 @@ type limitKind uint8
 const (
 	kindLive      limitKind = iota // decided as checks[check]
 	kindReplaced                   // dropped by another limit's replaces: neither decided nor reported
-	kindZeroLimit                  // a limit of 0 requests: nothing passes, nothing to decide
+	kindZeroLimit                  // a limit of 0 requests (a ban): checks[check], which nothing passes
 	kindRefused                    // a descriptor too large or malformed to decide: denied (policy is nil)
 	kindUnlimited                  // the descriptor matched an unlimited node (policy is nil)
 )
@@ -36,41 +36,32 @@ type limitRef struct {
 	plan   string // the plan its descriptor named, for a policy with plans
 	cost   int64
 	desc   int32 // the descriptor's index in the request
-	check  int32 // index in scratch.checks, for kindLive
+	check  int32 // index in scratch.checks, for kindLive and kindZeroLimit
 	kind   limitKind
 }
-
-// Flags of a check.
-const (
-	flagOverCapacity   uint8 = 1 << iota // enforced, and its cost is above the policy's capacity
-	flagExhausted                        // enforced, and it is why the request is denied
-	flagQuotaExhausted                   // quota mode, and it cannot admit its cost
-)
 
 // scratch is one request's working memory, pooled so that the common request
 // allocates nothing here once the pool is warm.
 type scratch struct {
 	entries []config.Entry
 	limits  []limitRef // in descriptor order
-	checks  []service.Check
-	costs   []int64 // the cost asked of each check (checks[i].Cost is 0 when only peeked)
-	flags   []uint8
+	checks  []engine.Check
 	results []sluice.Result
 	best    []int32 // per descriptor: the index in limits of the limit it reports, or -1
 	quotas  []httplimit.Quota
-	blocked bool // some enforced limit can never admit its cost: deny without deciding
-	// quotaDenied: the enforced limits admitted the request, but every
-	// quota-mode limit is exhausted.
-	quotaDenied bool
+	// req is what the engine decides: checks and results, Envoy's contract,
+	// and after deciding the outcome.
+	req engine.Request
+	// shadow: the domain is in shadow mode (config.Domain.Shadow), so the
+	// request is OK whatever its statuses say.
+	shadow bool
 }
 
 var scratchPool = sync.Pool{New: func() any {
 	return &scratch{
 		entries: make([]config.Entry, 0, 8),
 		limits:  make([]limitRef, 0, 8),
-		checks:  make([]service.Check, 0, 8),
-		costs:   make([]int64, 0, 8),
-		flags:   make([]uint8, 0, 8),
+		checks:  make([]engine.Check, 0, 8),
 		results: make([]sluice.Result, 0, 8),
 		best:    make([]int32, 0, 8),
 	}
@@ -93,8 +84,8 @@ func putScratch(sc *scratch) {
 	clear(sc.checks)
 	clear(sc.quotas)
 	sc.entries, sc.limits, sc.checks, sc.quotas = sc.entries[:0], sc.limits[:0], sc.checks[:0], sc.quotas[:0]
-	sc.costs, sc.flags, sc.results, sc.best = sc.costs[:0], sc.flags[:0], sc.results[:0], sc.best[:0]
-	sc.blocked, sc.quotaDenied = false, false
+	sc.results, sc.best = sc.results[:0], sc.best[:0]
+	sc.req, sc.shadow = engine.Request{}, false
 	scratchPool.Put(sc)
 }
 
@@ -145,7 +136,7 @@ func (s *Server) collect(sc *scratch, cfg *config.Config, req *rlsv3.RateLimitRe
 		for _, p := range m.Limits {
 			ref := limitRef{policy: p, key: key, plan: m.Plan, cost: cost, desc: int32(i)}
 			if p.DeniesAll() {
-				// requests_per_unit: 0 bans the value: nothing to decide.
+				// requests_per_unit: 0 bans the value: nothing passes.
 				ref.kind = kindZeroLimit
 			}
 			sc.limits = append(sc.limits, ref)
@@ -177,63 +168,38 @@ func hits(reqHits uint32, d *ratelimitv3.RateLimitDescriptor) int64 {
 	return int64(reqHits)
 }
 
-// plan turns the matched limits into the checks to decide: replaced limits are
-// dropped, the same (policy, key) from several descriptors becomes one check
-// charged the sum of their costs, each check is resolved to the limit it is
-// decided under (its override's or plan's, by svc; nil leaves the configured
-// ones), and a cost above that limit's capacity is flagged.
-func (sc *scratch) plan(svc *service.Service) {
+// plan turns the matched limits into the request the engine decides:
+// replaced limits are dropped, the same (policy, key) from several
+// descriptors becomes one check charged the sum of their costs, and a
+// refused descriptor refuses the request. The engine resolves each check to
+// the limit it is decided under (its override's or plan's) and flags a cost
+// above that limit's capacity, which denies the request: Envoy must not see
+// an error it may be configured to fail open on.
+func (sc *scratch) plan() {
 	sc.applyReplaces()
+	refused := false
 	for i := range sc.limits {
 		l := &sc.limits[i]
 		switch l.kind {
 		case kindRefused:
-			sc.blocked = true
-			continue
-		case kindZeroLimit:
-			// Once replaces has had its say: a replaced ban bans nothing.
-			sc.blocked = sc.blocked || (l.cost > 0 && !l.policy.Shadow)
+			refused = true
 			continue
 		case kindReplaced, kindUnlimited:
+			// Once replaces has had its say: a replaced ban bans nothing.
 			continue
 		}
 		j := sc.find(l.policy.Name, l.key)
 		if j < 0 {
 			j = len(sc.checks)
-			sc.checks = append(sc.checks, service.Check{Policy: l.policy, Key: l.key, Cost: l.cost, Plan: l.plan})
+			sc.checks = append(sc.checks, engine.Check{Policy: l.policy, Key: l.key, Cost: l.cost, Plan: l.plan})
 		} else {
 			sc.checks[j].Cost = min(sc.checks[j].Cost+l.cost, maxCost)
 		}
 		l.check = int32(j)
 	}
-	if svc != nil {
-		svc.Resolve(sc.checks)
-	}
 	n := len(sc.checks)
-	sc.costs = slices.Grow(sc.costs[:0], n)[:n]
-	sc.flags = slices.Grow(sc.flags[:0], n)[:n]
 	sc.results = slices.Grow(sc.results[:0], n)[:n]
-	for i := range sc.checks {
-		c := &sc.checks[i]
-		sc.costs[i], sc.flags[i] = c.Cost, 0
-		if c.Cost <= c.Applied().Capacity() {
-			continue
-		}
-		if c.Policy.Shadow {
-			// A shadow limit never denies, even one that never could admit
-			// this cost: it is only looked at. A quota-mode one is
-			// exhausted.
-			c.Cost = 0
-			if c.Policy.QuotaMode {
-				sc.flags[i] = flagOverCapacity
-			}
-			continue
-		}
-		// Waiting would not help: the request is denied, and Envoy must not
-		// see an error it may be configured to fail open on.
-		sc.flags[i] = flagOverCapacity
-		sc.blocked = true
-	}
+	sc.req = engine.Request{Checks: sc.checks, Results: sc.results, DenyOverCapacity: true, QuotaMode: true, Refused: refused}
 }
 
 // find returns the index of the check of (policy, key), or -1. A linear scan:
@@ -279,14 +245,9 @@ func (sc *scratch) applyReplaces() {
 // messages.
 func (sc *scratch) descriptorOf(i int) int {
 	for _, l := range sc.limits {
-		if l.kind == kindLive && int(l.check) == i {
+		if (l.kind == kindLive || l.kind == kindZeroLimit) && int(l.check) == i {
 			return int(l.desc)
 		}
 	}
 	return -1
-}
-
-// reqOf is the store request of a check, under the limit it is decided under.
-func reqOf(c service.Check) sluice.Request {
-	return sluice.Request{Policy: &c.Applied().Policy, Key: c.Key, Cost: c.Cost}
 }

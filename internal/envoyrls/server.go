@@ -3,7 +3,6 @@ package envoyrls
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/service"
 	"github.com/sluicehq/sluice/internal/tracing"
 )
@@ -85,7 +85,7 @@ func WithClock(c sluice.Clock) Option { return func(s *Server) { s.clock = c } }
 
 // New returns a Server deciding with svc. Its health service reports SERVING
 // until SetServing(false) or Shutdown. It does not follow the store: a store
-// opened by service.OpenStore answers by its fail policy while it cannot
+// opened by storestack.Open answers by its fail policy while it cannot
 // decide.
 func New(svc *service.Service, opts ...Option) *Server {
 	s := &Server{
@@ -155,37 +155,34 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		// As envoyproxy/ratelimit: a request without descriptors is a client bug.
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	}
-	if n > s.maxDescriptors {
-		return s.withMetadata(refuseAll(n), req), nil
-	}
 	// One configuration for the whole request: a reload in the middle of it
 	// must not match some descriptors against the old tree and some against
 	// the new one.
 	cfg := s.svc.Config()
-	if cfg.Domains[req.GetDomain()] == nil {
+	dom := cfg.Domains[req.GetDomain()]
+	if n > s.maxDescriptors {
+		return s.withMetadata(refuseAll(n, dom != nil && dom.Shadow), req), nil
+	}
+	if dom == nil {
 		s.unknownDomain(ctx, req.GetDomain())
 	}
 	sc := getScratch()
 	defer putScratch(sc)
+	sc.shadow = dom != nil && dom.Shadow
 	s.collect(sc, cfg, req)
-	sc.plan(s.svc)
-	if !sc.blocked && s.quotaGone(ctx, sc) {
-		sc.blocked = true // denied, and nothing charged
-	}
-	allowed, err := s.decide(ctx, sc)
+	sc.plan()
+	err := s.svc.DecideRequest(ctx, &sc.req)
 	if errors.Is(err, failover.ErrUnavailable) && ctx.Err() == nil {
 		// store.on_error: closed. Answering an error would hand the choice to
 		// Envoy's failure_mode_deny, which defaults to letting requests
 		// through; a denial is what was configured.
 		s.log.Debug("rate limit store unavailable; failing closed", "domain", req.GetDomain(), "error", err)
-		return s.withMetadata(s.respond(sc, n, false), req), nil
+		return s.withMetadata(s.respond(sc, n), req), nil
 	}
 	if err != nil {
 		return nil, s.decideError(ctx, sc, req.GetDomain(), err)
 	}
-	noQuotaLeft := sc.applyQuota(allowed)
-	sc.quotaDenied = allowed && noQuotaLeft
-	return s.withMetadata(s.respond(sc, n, allowed && !noQuotaLeft), req), nil
+	return s.withMetadata(s.respond(sc, n), req), nil
 }
 
 // withMetadata adds the request's dynamic metadata to resp when
@@ -228,55 +225,18 @@ func unknownDomainCounter(reg prometheus.Registerer) prometheus.Counter {
 var refused = &rlsv3.RateLimitResponse_DescriptorStatus{Code: codeOverLimit}
 
 // refuseAll answers a request of n descriptors, too many to decide: denied,
-// since an error would be let through by an Envoy failing open. Every status
-// is the one shared message, so the answer costs 8 bytes per descriptor
-// however many a hostile request holds.
-func refuseAll(n int) *rlsv3.RateLimitResponse {
+// since an error would be let through by an Envoy failing open, unless its
+// domain is in shadow mode. Every status is the one shared message, so the
+// answer costs 8 bytes per descriptor however many a hostile request holds.
+func refuseAll(n int, shadow bool) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{OverallCode: codeOverLimit, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	if shadow {
+		resp.OverallCode = codeOK
+	}
 	for i := range resp.Statuses {
 		resp.Statuses[i] = refused
 	}
 	return resp
-}
-
-// decide runs the request's checks. Normally that is one svc.Decide; when a
-// limit can never admit its cost the request is denied without deciding, and
-// the other limits are only peeked at for the statuses.
-func (s *Server) decide(ctx context.Context, sc *scratch) (bool, error) {
-	if sc.blocked {
-		return false, s.peek(ctx, sc)
-	}
-	if len(sc.checks) == 0 {
-		return true, nil
-	}
-	return s.svc.Decide(ctx, sc.checks, sc.results)
-}
-
-// peek reads the state of every check without charging anything. It goes to
-// the store directly rather than through svc.Decide, which would count these
-// peeks as allowed decisions in the metrics of a request that is denied.
-func (s *Server) peek(ctx context.Context, sc *scratch) error {
-	for i := range sc.checks {
-		sc.checks[i].Cost = 0
-	}
-	store := s.svc.TracedStore()
-	var err error
-	switch len(sc.checks) {
-	case 0:
-	case 1:
-		c := sc.checks[0]
-		sc.results[0], err = store.Decide(ctx, reqOf(c))
-	default:
-		reqs := make([]sluice.Request, len(sc.checks))
-		for i, c := range sc.checks {
-			reqs[i] = reqOf(c)
-		}
-		err = store.DecideAll(ctx, reqs, sc.results)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", service.ErrStore, err)
-	}
-	return nil
 }
 
 // decideError maps a decision's error to a gRPC status. Messages name
@@ -285,13 +245,13 @@ func (s *Server) decideError(ctx context.Context, sc *scratch, domain string, er
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return status.FromContextError(ctxErr).Err()
 	}
-	var ce *service.CheckError
+	var ce *engine.CheckError
 	switch {
 	case errors.As(err, &ce):
 		// The checks were validated while collecting them; this is a
 		// safety net, so it stays specific enough to debug.
 		return status.Errorf(codes.InvalidArgument, "descriptor %d: %v", sc.descriptorOf(ce.Index), ce)
-	case errors.Is(err, service.ErrStore):
+	case errors.Is(err, engine.ErrStore):
 		s.log.Debug("rate limit store failure", "domain", domain, "error", err)
 		return status.Errorf(codes.Unavailable, "rate limit store unavailable: %v", err)
 	default:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 const (
@@ -26,12 +27,18 @@ type statusBlock struct {
 }
 
 // respond builds the response of a decided request with n descriptors.
-func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitResponse {
+func (s *Server) respond(sc *scratch, n int) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{OverallCode: codeOK}
+	allowed := sc.req.Allowed
 	var retry time.Duration
 	if !allowed {
-		resp.OverallCode = codeOverLimit
 		retry = sc.markExhausted()
+		// A domain in shadow mode (SHADOW_MODE) denies nothing, as
+		// envoyproxy/ratelimit: the statuses still say what would have
+		// denied the request, and the headers are those of an OK.
+		if allowed = sc.shadow; !allowed {
+			resp.OverallCode = codeOverLimit
+		}
 	}
 	now := s.clock.Now()
 	resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
@@ -64,39 +71,41 @@ func (s *Server) respond(sc *scratch, n int, allowed bool) *rlsv3.RateLimitRespo
 	return resp
 }
 
-// markExhausted flags the enforced checks that deny the request, so that only
-// their descriptors are OVER_LIMIT, and returns the request's RetryAfter.
+// markExhausted returns the request's RetryAfter, and makes sure some
+// enforced check is named as denying it, so that its descriptors are
+// OVER_LIMIT.
 //
-// When a batch is denied the store consumes nothing and reports every limit
-// as it stands (a peek), so a limit is one of the denying ones exactly when
-// it cannot admit its cost now: Remaining < cost. A limit over capacity
-// denies by definition.
+// The engine flags the checks that denied (decide.Exhausted): when a batch
+// is denied the store consumes nothing and reports every limit as it stands
+// (a peek), so a limit is one of the denying ones exactly when it cannot
+// admit its cost now, and a limit over capacity or a ban denies by
+// definition.
 func (sc *scratch) markExhausted() time.Duration {
 	var retry time.Duration
 	found, quota := false, false
 	for i := range sc.checks {
-		if sc.flags[i]&flagQuotaExhausted != 0 {
-			// No quota left: it comes back when they do.
-			quota = true
-			retry = max(retry, sc.results[i].RetryAfter)
-		}
-		if sc.checks[i].Policy.Shadow || sc.quotaDenied {
+		c := &sc.checks[i]
+		switch {
+		case c.Flags&decide.Quota != 0:
+			if c.Flags&decide.Exhausted != 0 {
+				// No quota left: it comes back when they do.
+				quota = true
+				retry = max(retry, sc.results[i].RetryAfter)
+			}
+		case c.Flags&decide.Shadow != 0 || sc.req.QuotaDenied:
 			// Denied for want of quota, the enforced limits admitted the
 			// request (and were charged): none of them is exhausted.
-			continue
-		}
-		retry = max(retry, sc.results[i].RetryAfter)
-		if sc.flags[i]&flagOverCapacity != 0 || sc.results[i].Remaining < sc.costs[i] {
-			sc.flags[i] |= flagExhausted
-			found = true
+		default:
+			retry = max(retry, sc.results[i].RetryAfter)
+			found = found || c.Flags&decide.Exhausted != 0
 		}
 	}
-	if !found && !quota && !sc.blocked {
+	if !found && !quota && !sc.req.Blocked {
 		// A store whose Remaining disagrees with its denial: better to name
 		// every charged limit than none, since the request is OVER_LIMIT.
 		for i := range sc.checks {
-			if !sc.checks[i].Policy.Shadow && sc.costs[i] > 0 {
-				sc.flags[i] |= flagExhausted
+			if c := &sc.checks[i]; c.Flags&decide.Shadow == 0 && c.Cost > 0 {
+				c.Flags |= decide.Exhausted
 			}
 		}
 	}
@@ -118,7 +127,7 @@ func (sc *scratch) rank(l *limitRef) (rank int, remaining int64) {
 		return 1, 0
 	}
 	switch {
-	case sc.flags[l.check]&(flagExhausted|flagQuotaExhausted) != 0:
+	case sc.over(l.check):
 		rank = 0
 	case !l.policy.Shadow:
 		rank = 1
@@ -159,7 +168,7 @@ func (sc *scratch) fill(b *statusBlock, l *limitRef, now time.Time) {
 		over = l.cost > 0 && (!l.policy.Shadow || l.policy.QuotaMode)
 	default:
 		res = sc.results[l.check]
-		over = sc.flags[l.check]&(flagExhausted|flagQuotaExhausted) != 0
+		over = sc.over(l.check)
 		applied = sc.checks[l.check].Applied()
 	}
 	if over {

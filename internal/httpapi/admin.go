@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/service"
 )
 
@@ -39,7 +40,7 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 	switch err := a.svc.Reset(r.Context(), p, req.Key); {
 	case err == nil:
 		writeJSON(w, http.StatusOK, map[string]any{"reset": true, "policy": p.Name, "key": req.Key})
-	case errors.Is(err, service.ErrStore):
+	case errors.Is(err, engine.ErrStore):
 		writeError(w, http.StatusServiceUnavailable, &apiError{Code: "store_unavailable", Message: err.Error()})
 	case errors.Is(err, service.ErrResetUnsupported):
 		writeError(w, http.StatusNotImplemented, &apiError{Code: "unsupported", Message: err.Error()})

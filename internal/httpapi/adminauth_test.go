@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -90,7 +91,7 @@ type adminEnv struct {
 func newAdminEnv(t *testing.T, handler func(*service.Service, ...httpapi.Option) http.Handler) *adminEnv {
 	t.Helper()
 	e := &adminEnv{token: randomToken(t), clock: storetest.NewClock(storetest.Epoch), log: &syncLog{}}
-	e.svc = service.New(memory.New(memory.WithClock(e.clock)), testConfig(testPolicies...),
+	e.svc = service.New(storestack.Of(memory.New(memory.WithClock(e.clock))), testConfig(testPolicies...),
 		service.WithLogger(slog.New(slog.NewTextHandler(e.log, nil))))
 	srv := httptest.NewServer(handler(e.svc, httpapi.WithAdminToken(e.token), httpapi.WithClock(e.clock)))
 	t.Cleanup(srv.Close)

@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // checkJSON is one check as a client sends it. Cost is optional: absent
@@ -76,7 +76,7 @@ func writeError(w http.ResponseWriter, status int, e *apiError) {
 
 // decodeCheckRequest parses and validates a /v1/check body against cfg. It
 // returns the checks, or the status and error to answer with.
-func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]service.Check, int, *apiError) {
+func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]engine.Check, int, *apiError) {
 	var req checkRequest
 	if err := decodeStrict(body, checkRequestFields, &req); err != nil {
 		return nil, http.StatusBadRequest, &apiError{Code: "malformed_json", Message: jsonMessage(err)}
@@ -99,7 +99,7 @@ func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]servi
 	default:
 		items, prefix = req.Checks, "checks"
 	}
-	checks := make([]service.Check, len(items))
+	checks := make([]engine.Check, len(items))
 	for i, it := range items {
 		field := func(name string) string {
 			if prefix == "" {
@@ -119,7 +119,7 @@ func decodeCheckRequest(body []byte, cfg *config.Config, maxChecks int) ([]servi
 		if it.Cost != nil {
 			cost = *it.Cost
 		}
-		checks[i] = service.Check{Policy: p, Key: it.Key, Cost: cost, Plan: it.Plan}
+		checks[i] = engine.Check{Policy: p, Key: it.Key, Cost: cost, Plan: it.Plan}
 	}
 	return checks, 0, nil
 }
@@ -193,7 +193,7 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) writeDecideError(w http.ResponseWriter, err error, batch bool) {
-	var ce *service.CheckError
+	var ce *engine.CheckError
 	if errors.As(err, &ce) {
 		field := "key"
 		switch {

@@ -11,8 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/httpapi"
-	"github.com/sluicehq/sluice/internal/service"
-	"github.com/sluicehq/sluice/memory"
 )
 
 // BenchmarkCheck measures POST /v1/check in process, handler and all but
@@ -27,7 +25,7 @@ func BenchmarkCheck(b *testing.B) {
 	}
 	for _, v := range checkBenchVariants(b) {
 		b.Run(v.name, func(b *testing.B) {
-			h := httpapi.New(service.New(memory.New(), cfg, v.opts...))
+			h := httpapi.New(benchService(cfg, v))
 			var next atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"net/http"
+
+	"github.com/sluicehq/sluice/internal/service"
 )
 
 // Healthcheck says what GET /healthcheck, envoyproxy/ratelimit's health
@@ -56,13 +58,21 @@ func (a *api) unhealthy(ctx context.Context) string {
 			return "starting: waiting for " + what
 		}
 	}
-	if a.healthcheckOf.Domains && len(a.svc.Config().Domains) == 0 {
+	return a.healthcheckOf.Failure(ctx, a.svc)
+}
+
+// Failure is why GET /healthcheck fails for svc besides draining and
+// starting, as h says: no domain loaded (Domains), the store not deciding
+// (Store: /readyz/store's rule); "" when neither. serve's gRPC health
+// follows it too, as envoyproxy/ratelimit's health checker drives both.
+func (h Healthcheck) Failure(ctx context.Context, svc *service.Service) string {
+	if h.Domains && len(svc.Config().Domains) == 0 {
 		return "no rate limit domain loaded"
 	}
-	if a.healthcheckOf.Store {
+	if h.Store {
 		ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 		defer cancel()
-		if !a.svc.Ready(ctx).Ready {
+		if !svc.Ready(ctx).Ready {
 			return "the store does not answer"
 		}
 	}

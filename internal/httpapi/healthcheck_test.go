@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 )
 
@@ -48,7 +49,7 @@ func TestHealthcheck(t *testing.T) {
 	var waiting atomic.Value
 	waiting.Store("")
 	serve := func(store sluice.Store, cfg *config.Config, h httpapi.Healthcheck) string {
-		svc := service.New(store, cfg)
+		svc := service.New(storestack.Of(store), cfg)
 		srv := httptest.NewServer(httpapi.New(svc, httpapi.WithDraining(draining.Load),
 			httpapi.WithStarting(func() string { return waiting.Load().(string) }), httpapi.WithHealthcheck(h)))
 		t.Cleanup(srv.Close)

@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/storetest"
@@ -50,7 +51,7 @@ type env struct {
 
 func newEnv(t *testing.T, store sluice.Store, clock *storetest.Clock, opts ...httpapi.Option) *env {
 	t.Helper()
-	svc := service.New(store, testConfig(testPolicies...))
+	svc := service.New(storestack.Of(store), testConfig(testPolicies...))
 	srv := httptest.NewServer(httpapi.New(svc, opts...))
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, clock: clock, svc: svc}
@@ -356,7 +357,7 @@ func TestRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(store.Close)
+	t.Cleanup(func() { _ = store.Close() })
 	e := newEnv(t, store, nil, httpapi.WithAdminToken("t"))
 	for i := range 3 {
 		if resp, body := e.post("/v1/check", `{"policy":"per_user","key":"alice"}`); resp.StatusCode != 200 || body.Checks[0].Remaining != int64(2-i) {
@@ -378,7 +379,7 @@ func TestRedis(t *testing.T) {
 	}
 	srv.Kill()
 	// This store has no fail policy (it is not behind failover, as
-	// service.OpenStore puts it): with Redis down no check gets an answer,
+	// storestack.Open puts it): with Redis down no check gets an answer,
 	// so the node is not ready.
 	for _, path := range []string{"/readyz", "/readyz/store"} {
 		if code, b := getReady(t, e.url+path); code != 503 || b.Status != "unavailable" || b.Store.Ready || b.Store.OnError != "" {

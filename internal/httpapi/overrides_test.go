@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -46,7 +47,7 @@ func (e *env) do(method, path, body, token string) (int, map[string]any) {
 func newOverrideEnv(t *testing.T) *env {
 	clock := storetest.NewClock(storetest.Epoch)
 	ov := overrides.NewMemory(overrides.WithClock(clock), overrides.WithLogger(slog.New(slog.DiscardHandler)))
-	svc := service.New(memory.New(memory.WithClock(clock)), testConfig(testPolicies...), service.WithOverrides(ov))
+	svc := service.New(storestack.Of(memory.New(memory.WithClock(clock))), testConfig(testPolicies...), service.WithOverrides(ov))
 	srv := httptest.NewServer(httpapi.New(svc, httpapi.WithAdminToken("s3cret")))
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, clock: clock, svc: svc}
@@ -131,7 +132,7 @@ func TestCheckPlan(t *testing.T) {
 		"free": {Limit: 2, Period: time.Minute}, "pro": {Limit: 5, Period: time.Minute}},
 		From: config.PlanSource{Header: "X-Plan"}}
 	clock := storetest.NewClock(storetest.Epoch)
-	svc := service.New(memory.New(memory.WithClock(clock)), testConfig(plans))
+	svc := service.New(storestack.Of(memory.New(memory.WithClock(clock))), testConfig(plans))
 	srv := httptest.NewServer(httpapi.New(svc))
 	t.Cleanup(srv.Close)
 	e := &env{t: t, url: srv.URL, clock: clock, svc: svc}

@@ -2,17 +2,19 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // readyBody is the body of /readyz and /readyz/store.
@@ -50,11 +52,11 @@ func TestReadyFollowsFailPolicy(t *testing.T) {
 		t.Run(onError, func(t *testing.T) {
 			r := redistest.Start(t)
 			r.Kill()
-			store, closeStore, err := service.OpenStore(config.Store{URL: r.URL(), OnError: onError}, nil)
+			store, err := storestack.Open(config.Store{URL: r.URL(), OnError: onError})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(closeStore)
+			t.Cleanup(func() { store.Close() })
 			srv := httptest.NewServer(httpapi.New(service.New(store, testConfig(testPolicies...))))
 			t.Cleanup(srv.Close)
 
@@ -68,17 +70,10 @@ func TestReadyFollowsFailPolicy(t *testing.T) {
 			}
 
 			r.Restart()
-			deadline := time.Now().Add(30 * time.Second)
-			for {
+			testwait.UntilSaw(t, "/readyz/store 200 after Redis' restart", func() (bool, string) {
 				code, b = getReady(t, srv.URL+"/readyz/store")
-				if code == 200 && b.Status == "ready" && b.Store.Ready {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("/readyz/store not 200 within 30s of Redis' restart: %d %+v", code, b)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return code == 200 && b.Status == "ready" && b.Store.Ready, fmt.Sprintf("%d %+v", code, b)
+			})
 			if code, b := getReady(t, srv.URL+"/readyz"); code != 200 || b.Status != "ready" || !b.Store.Ready {
 				t.Fatalf("/readyz with Redis back: %d %+v", code, b)
 			}

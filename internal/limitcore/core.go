@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // Core decides requests against a set of limits. Build one with New. It is
@@ -64,6 +65,9 @@ type Decision struct {
 	// a key for it), in the order of the limits, with what they reported.
 	Quotas  []Quota
 	Allowed bool
+	// Violated, when denied, are the quotas that denied it: those without
+	// room for the cost.
+	Violated []Quota
 	// RetryAfter, when denied, is when the request would be admitted, plus
 	// any jitter: what the client is told to wait.
 	RetryAfter time.Duration
@@ -72,102 +76,123 @@ type Decision struct {
 	Delay time.Duration
 }
 
-// Decide checks the enforced limits that have a key for r, all or nothing,
-// then the shadow limits each on its own. An error means the enforced limits
-// could not be checked (a key function or the store failed, or the cost is
-// invalid); shadow limits never cause one.
+// Decide decides the limits that have a key for r with package decide: the
+// enforced ones all or nothing, then the shadow ones each on its own. An
+// error means the enforced limits could not be checked (a key function or
+// the store failed, or the cost is invalid); shadow limits never cause one:
+// their failures are logged.
 func (c *Core[R]) Decide(ctx context.Context, r R, cost int64) (Decision, error) {
-	quotas, allowed, err := c.decideEnforced(ctx, r, cost)
-	if err != nil {
-		return Decision{}, err
-	}
-	if len(c.Shadowed) > 0 {
-		c.decideShadow(ctx, r, cost, allowed)
-	}
-	d := Decision{Quotas: quotas, Allowed: allowed}
-	if !allowed {
-		// Every result of a denied batch carries the batch's RetryAfter.
-		d.RetryAfter = quotas[0].Result.RetryAfter
-		if c.Jitter > 0 {
-			d.RetryAfter += rand.N(c.Jitter)
-		}
-		return d, nil
-	}
-	for _, q := range quotas {
-		d.Delay = max(d.Delay, q.Result.Delay)
-	}
-	d.Delay = min(d.Delay, c.MaxDelay)
-	return d, nil
-}
-
-func (c *Core[R]) decideEnforced(ctx context.Context, r R, cost int64) ([]Quota, bool, error) {
-	checks := make([]sluice.Check, 0, len(c.Enforced))
-	quotas := make([]Quota, 0, len(c.Enforced))
+	checks := make([]decide.Check, 0, len(c.Enforced)+len(c.Shadowed))
+	policies := make([]*sluice.Policy, 0, cap(checks))
+	var store sluice.Store
 	for i := range c.Enforced {
 		l := &c.Enforced[i]
 		key, err := c.keyFor(l, r)
 		if err != nil {
-			return nil, false, err
+			return Decision{}, err
 		}
 		if key == "" {
 			continue
 		}
 		lim, pol, err := c.limiterFor(l, r)
 		if err != nil {
-			return nil, false, err
+			return Decision{}, err
 		}
-		checks = append(checks, sluice.Check{Limiter: lim, Key: key, Cost: cost, Peek: cost == 0})
-		quotas = append(quotas, Quota{Policy: pol})
+		req := sluice.Request{Policy: pol, Key: key, Cost: cost}
+		if err := sluice.CheckRequest(req); err != nil {
+			return Decision{}, fmt.Errorf("check %d (policy %q): %w", len(checks), pol.Name, err)
+		}
+		if store == nil {
+			store = lim.Store()
+		} else if lim.Store() != store {
+			return Decision{}, sluice.ErrStoreMismatch
+		}
+		checks = append(checks, decide.Check{Request: req})
+		policies = append(policies, pol)
 	}
-	if len(checks) == 0 {
-		return nil, true, nil
-	}
-	results, err := sluice.AllowAll(ctx, checks...)
-	if err != nil {
-		return nil, false, err
-	}
-	for i := range results {
-		quotas[i].Result = results[i]
-	}
-	return quotas, results[0].Allowed, nil
-}
-
-// decideShadow decides each shadow limit on its own, so that none of them
-// can deny the request or keep another from counting it: charged when the
-// request was admitted, peeked at otherwise (a denied request consumes
-// nothing). A failure is logged and otherwise ignored, since shadow limits
-// must never change what the client sees.
-func (c *Core[R]) decideShadow(ctx context.Context, r R, cost int64, admitted bool) {
-	n := cost
-	if !admitted {
-		n = 0
-	}
+	enforced := len(checks)
 	for i := range c.Shadowed {
 		l := &c.Shadowed[i]
-		key, err := c.keyFor(l, r)
-		if err == nil && key == "" {
+		ch, ok := c.shadowCheck(ctx, l, r, cost)
+		if !ok {
 			continue
 		}
-		var res sluice.Result
-		lim, pol := l.Limiter, &l.Policy
-		if err == nil {
-			lim, pol, err = c.limiterFor(l, r)
-		}
-		if err == nil {
-			res, err = lim.AllowN(ctx, key, n)
-		}
-		if err != nil {
-			c.Logger.WarnContext(ctx, c.pkg+": shadow limit failed", "policy", l.Policy.Name, "err", err)
-			continue
-		}
-		switch {
-		case admitted && !res.Allowed:
-			c.reportShadow(ctx, r, Quota{Policy: pol, Result: res}, false)
-		case !admitted && res.Remaining < cost:
-			res.Allowed = false
-			c.reportShadow(ctx, r, Quota{Policy: pol, Result: res}, true)
+		checks = append(checks, ch)
+		policies = append(policies, ch.Request.Policy)
+	}
+	if len(checks) == 0 {
+		return Decision{Allowed: true}, nil
+	}
+	if store == nil {
+		store = checks[0].Store // only shadow checks: each on its limiter's store
+	}
+	results := make([]sluice.Result, len(checks))
+	out, err := decide.Decide(ctx, store, checks, results, false)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := Decision{Allowed: out.Allowed, Quotas: make([]Quota, enforced)}
+	for i := range enforced {
+		d.Quotas[i] = Quota{Policy: policies[i], Result: results[i]}
+		if checks[i].Flags&decide.Exhausted != 0 {
+			d.Violated = append(d.Violated, d.Quotas[i])
 		}
 	}
+	for _, e := range out.ShadowErrors {
+		c.Logger.WarnContext(ctx, c.pkg+": shadow limit failed", "policy", policies[e.Index].Name, "err", e.Err)
+	}
+	for i := enforced; i < len(checks); i++ {
+		if checks[i].Flags&decide.Exhausted != 0 {
+			c.reportShadow(ctx, r, Quota{Policy: policies[i], Result: results[i]}, !out.Allowed)
+		}
+	}
+	if enforced == 0 {
+		return Decision{Allowed: true}, nil
+	}
+	if !d.Allowed {
+		// Every result of a denied batch carries the batch's RetryAfter.
+		d.RetryAfter = d.Quotas[0].Result.RetryAfter
+		if c.Jitter > 0 {
+			d.RetryAfter += rand.N(c.Jitter)
+		}
+		return d, nil
+	}
+	for _, q := range d.Quotas {
+		d.Delay = max(d.Delay, q.Result.Delay)
+	}
+	d.Delay = min(d.Delay, c.MaxDelay)
+	return d, nil
+}
+
+// shadowCheck is the check of shadow limit l for r, decided on its
+// limiter's store; ok is false when the limit does not apply to r or its
+// check cannot be made, which is logged: a shadow limit must never change
+// what the client sees. A cost over the limit's capacity is a check that
+// would have denied.
+func (c *Core[R]) shadowCheck(ctx context.Context, l *Limit[R], r R, cost int64) (decide.Check, bool) {
+	key, err := c.keyFor(l, r)
+	if err == nil && key == "" {
+		return decide.Check{}, false
+	}
+	lim, pol := l.Limiter, &l.Policy
+	if err == nil {
+		lim, pol, err = c.limiterFor(l, r)
+	}
+	ch := decide.Check{Flags: decide.Shadow}
+	if err == nil {
+		ch.Request = sluice.Request{Policy: pol, Key: key, Cost: cost}
+		ch.Store = lim.Store()
+		if cost > pol.Capacity() {
+			ch.Flags |= decide.OverCapacity
+		} else {
+			err = sluice.CheckRequest(ch.Request)
+		}
+	}
+	if err != nil {
+		c.Logger.WarnContext(ctx, c.pkg+": shadow limit failed", "policy", l.Policy.Name, "err", err)
+		return decide.Check{}, false
+	}
+	return ch, true
 }
 
 // limiterFor returns the limiter r is decided by under l, and its policy:
@@ -192,24 +217,11 @@ func (c *Core[R]) limiterFor(l *Limit[R], r R) (*sluice.Limiter, *sluice.Policy,
 // keyFor returns the store key of r under l, or "" when the limit does not
 // apply to it.
 func (c *Core[R]) keyFor(l *Limit[R], r R) (string, error) {
-	k, err := l.Key(r)
-	if err != nil {
-		return "", fmt.Errorf("%s: key of limit %q: %w", c.pkg, l.Policy.Name, err)
+	k, err := StoreKey(l.Key, l.Fallback, r)
+	if ke, ok := err.(*KeyError); ok {
+		return "", fmt.Errorf("%s: %s of limit %q: %w", c.pkg, ke.Which, l.Policy.Name, ke.Err)
 	}
-	if l.Fallback == nil {
-		return FitKey(k), nil
-	}
-	// Distinct prefixes keep the two key spaces apart.
-	if k != "" {
-		return FitKey("key:" + k), nil
-	}
-	if k, err = l.Fallback(r); err != nil {
-		return "", fmt.Errorf("%s: fallback key of limit %q: %w", c.pkg, l.Policy.Name, err)
-	}
-	if k == "" {
-		return "", nil
-	}
-	return FitKey("fallback:" + k), nil
+	return k, nil
 }
 
 // PolicyField returns the RateLimit-Policy value of quotas, a decision's.
@@ -218,18 +230,6 @@ func (c *Core[R]) PolicyField(quotas []Quota) string {
 		return c.policyAll
 	}
 	return c.formatPolicy(quotas)
-}
-
-// Violated returns the quotas of a denied decision that denied it: those
-// without room for the cost.
-func Violated(quotas []Quota, cost int64) []Quota {
-	var out []Quota
-	for _, q := range quotas {
-		if q.Result.Remaining < cost {
-			out = append(out, q)
-		}
-	}
-	return out
 }
 
 // Wait holds the caller for d, or until ctx ends, in which case it returns

@@ -112,7 +112,7 @@ func TestDecideAllOrNothingAndShadow(t *testing.T) {
 	}
 	// The global limit is full: denied, and per_user of "y" is not charged.
 	d := decide(req{"user": "y"})
-	if d.Allowed || d.RetryAfter <= 0 || len(Violated(d.Quotas, 1)) != 1 || Violated(d.Quotas, 1)[0].Policy.Name != "global" {
+	if d.Allowed || d.RetryAfter <= 0 || len(d.Violated) != 1 || d.Violated[0].Policy.Name != "global" {
 		t.Fatalf("over the global limit: %+v", d)
 	}
 	if d.Quotas[0].Result.Remaining != 2 {
@@ -172,3 +172,44 @@ func TestPick(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestShadowElsewhere: a shadow limit on a store of its own is decided
+// there, and one whose capacity is below the cost is reported as a denial
+// rather than failing.
+func TestShadowElsewhere(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	main, other := memory.New(memory.WithClock(clock)), memory.New(memory.WithClock(clock))
+	s := NewSettings[req]("testlimit")
+	for _, l := range []struct {
+		store  sluice.Store
+		policy sluice.Policy
+		shadow bool
+	}{{main, policy("enforced", 5), false}, {other, policy("trial", 3), true}, {main, policy("tiny", 1), true}} {
+		lim, err := sluice.New(l.store, l.policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shadow := l.shadow
+		if err := AddLimit(&s, lim, field("user"), "field", func(n *Limit[req]) { n.Shadow = shadow }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reports []string
+	c, err := New(&s, func([]Quota) string { return "" }, func(_ context.Context, _ req, q Quota, denied bool) {
+		reports = append(reports, q.Policy.Name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Decide(context.Background(), req{"user": "u"}, 2)
+	if err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	trial, _ := sluice.New(other, policy("trial", 3))
+	if r, _ := trial.AllowN(context.Background(), "u", 0); r.Remaining != 1 {
+		t.Errorf("trial has %d left on its own store, want 1", r.Remaining)
+	}
+	if strings.Join(reports, ",") != "tiny" {
+		t.Errorf("shadow reports %q, want tiny (a cost of 2 over its capacity of 1)", reports)
+	}
+}

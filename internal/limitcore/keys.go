@@ -36,6 +36,40 @@ func Join[R any](parts ...KeyFunc[R]) KeyFunc[R] {
 	}
 }
 
+// StoreKey returns the store key of r under a limit keyed by key, with
+// fallback keying the requests key has none for (nil: none); "" when the
+// limit does not apply to r. The two key spaces are kept apart, and a key
+// too long for a store is hashed (FitKey). An error is a *KeyError.
+func StoreKey[R any](key, fallback KeyFunc[R], r R) (string, error) {
+	k, err := key(r)
+	if err != nil {
+		return "", &KeyError{"key", err}
+	}
+	if fallback == nil {
+		return FitKey(k), nil
+	}
+	// Distinct prefixes keep the two key spaces apart.
+	if k != "" {
+		return FitKey("key:" + k), nil
+	}
+	if k, err = fallback(r); err != nil {
+		return "", &KeyError{"fallback key", err}
+	}
+	if k == "" {
+		return "", nil
+	}
+	return FitKey("fallback:" + k), nil
+}
+
+// KeyError is a key function's failure, saying which function failed.
+type KeyError struct {
+	Which string // "key" or "fallback key"
+	Err   error
+}
+
+func (e *KeyError) Error() string { return e.Which + ": " + e.Err.Error() }
+func (e *KeyError) Unwrap() error { return e.Err }
+
 // writeEscaped writes s with '\' and '|' escaped by a backslash. It works on
 // bytes, so a part that is not valid UTF-8 keeps its bytes and stays distinct.
 func writeEscaped(b *strings.Builder, s string) {

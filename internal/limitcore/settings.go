@@ -18,16 +18,11 @@ import (
 )
 
 // DefaultMaxDelay is how long a request waits at most for a leaky bucket's
-// Delay unless MaxDelay says otherwise.
+// Delay unless WithMaxDelay says otherwise.
 const DefaultMaxDelay = 10 * time.Second
 
 // Quota is one limit and the Result it gave.
-type Quota struct {
-	// Policy is the limit's policy.
-	Policy *sluice.Policy
-	// Result is what the limit decided for the request.
-	Result sluice.Result
-}
+type Quota = sluice.Quota
 
 // KeyFunc derives a request's key for one limit: "" when the request has
 // none, an error when the key cannot be worked out.
@@ -94,28 +89,28 @@ func AddLimit[R any, O ~func(*Limit[R])](s *Settings[R], limiter *sluice.Limiter
 	return nil
 }
 
-// SetRetryJitter sets the RetryJitter option.
+// SetRetryJitter sets the WithRetryJitter option.
 func (s *Settings[R]) SetRetryJitter(max time.Duration) error {
 	if max < 0 {
-		return fmt.Errorf("%s: RetryJitter: negative bound %v", s.pkg, max)
+		return fmt.Errorf("%s: WithRetryJitter: negative bound %v", s.pkg, max)
 	}
 	s.Jitter = max
 	return nil
 }
 
-// SetMaxDelay sets the MaxDelay option.
+// SetMaxDelay sets the WithMaxDelay option.
 func (s *Settings[R]) SetMaxDelay(d time.Duration) error {
 	if d < 0 {
-		return fmt.Errorf("%s: MaxDelay: negative %v", s.pkg, d)
+		return fmt.Errorf("%s: WithMaxDelay: negative %v", s.pkg, d)
 	}
 	s.MaxDelay = d
 	return nil
 }
 
-// SetIPv6Prefix sets the IPv6Prefix option.
+// SetIPv6Prefix sets the WithIPv6Prefix option.
 func (s *Settings[R]) SetIPv6Prefix(bits int) error {
 	if bits < 1 || bits > 128 {
-		return fmt.Errorf("%s: IPv6Prefix: %d bits, want 1 to 128", s.pkg, bits)
+		return fmt.Errorf("%s: WithIPv6Prefix: %d bits, want 1 to 128", s.pkg, bits)
 	}
 	s.V6Bits = bits
 	return nil

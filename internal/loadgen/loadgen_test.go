@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // openMemory opens a library target on memory:// with the given policy.
@@ -284,15 +286,12 @@ func TestParseDescriptor(t *testing.T) {
 	}
 }
 
-// waitGoroutines fails if goroutines started during the test are still
-// running shortly after; Run promises none outlives it.
+// waitGoroutines fails if goroutines started during the test keep running;
+// Run promises none outlives it.
 func waitGoroutines(t *testing.T, before int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines after Run, %d before", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.UntilSaw(t, "the goroutines started by Run ended", func() (bool, string) {
+		n := runtime.NumGoroutine()
+		return n <= before, fmt.Sprintf("%d goroutines after Run, %d before", n, before)
+	})
 }

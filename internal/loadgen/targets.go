@@ -20,7 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 // KeyPlaceholder, as a descriptor entry's value, marks the entry that takes
@@ -63,7 +63,7 @@ type TargetConfig struct {
 //	grpc://host:port          an Envoy RLS v3 server (Sluice or any other)
 //	http://host:port          Sluice's HTTP API, POST /v1/check
 //	memory://                 the library on an in-process memory store
-//	redis://… rediss://… unix://…   the library on Redis (see service.OpenStore)
+//	redis://… rediss://… unix://…   the library on Redis (see storestack.Open)
 func Open(rawURL string, c TargetConfig) (Target, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -102,16 +102,16 @@ func Open(rawURL string, c TargetConfig) (Target, error) {
 		}
 		// Failing closed: a store failure is counted as an error, never
 		// hidden as an admission.
-		store, closeStore, err := service.OpenStore(config.Store{URL: rawURL, Timeout: timeout, OnError: config.OnErrorClosed}, nil)
+		st, err := storestack.Open(config.Store{URL: rawURL, Timeout: timeout, OnError: config.OnErrorClosed})
 		if err != nil {
 			return nil, err
 		}
-		t, err := NewLibrary(store, p, c.Cost)
+		t, err := NewLibrary(st.Store, p, c.Cost)
 		if err != nil {
-			closeStore()
+			st.Close()
 			return nil, err
 		}
-		t.close = closeStore
+		t.close = func() { st.Close() }
 		return t, nil
 	}
 	return nil, fmt.Errorf("target %q: unknown scheme %q (want grpc, http, memory or redis)", rawURL, scheme)

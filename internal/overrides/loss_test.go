@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // poll runs one version check on each node, as Run does every poll interval.
@@ -185,14 +186,8 @@ func TestRedisDataLossRun(t *testing.T) {
 	}()
 	waitAll := func(what string, ok func(*Set) bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second) // generous: only the ticker's speed is waited for
 		for i, s := range nodes {
-			for !ok(s.Snapshot()) {
-				if time.Now().After(deadline) {
-					t.Fatalf("node %d: %s: not seen", i, what)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			testwait.Until(t, fmt.Sprintf("node %d seeing %s", i, what), func() bool { return ok(s.Snapshot()) })
 		}
 	}
 	for i := range 10 {

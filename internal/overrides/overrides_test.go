@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/storetest"
 )
 
@@ -170,11 +171,5 @@ func TestRunDropsExpired(t *testing.T) {
 		t.Fatal("not in force after Put")
 	}
 	clock.Set(t0.Add(time.Second))
-	deadline := time.Now().Add(10 * time.Second) // generous: only the ticker's speed is waited for
-	for s.Snapshot().Len() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the expired override stays in the snapshot")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, "the expired override gone from the snapshot", func() bool { return s.Snapshot().Len() == 0 })
 }

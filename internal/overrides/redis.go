@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/reconnect"
 )
 
 var (
@@ -226,7 +228,7 @@ func decodeSync(vals []rueidis.RedisMessage) (d delta, same bool, err error) {
 // lost subscription is made again (changes meanwhile are caught by the
 // version check).
 func (r *redisBackend) subscribe(ctx context.Context, notify func(), log *slog.Logger) {
-	backoff := 100 * time.Millisecond
+	backoff := reconnect.Backoff(100*time.Millisecond, 5*time.Second)
 	for ctx.Err() == nil {
 		c, err := r.get()
 		if err == nil {
@@ -234,18 +236,15 @@ func (r *redisBackend) subscribe(ctx context.Context, notify func(), log *slog.L
 			err = c.Receive(ctx, c.B().Subscribe().Channel(r.channel).Build(), func(rueidis.PubSubMessage) { notify() })
 			notify() // whatever was missed while the subscription was down
 			if time.Since(began) > 10*time.Second {
-				backoff = 100 * time.Millisecond // it was up a while: a fresh outage
+				backoff.Reset() // it was up a while: a fresh outage
 			}
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		log.Debug("override subscription lost; subscribing again", "error", err)
-		select {
-		case <-ctx.Done():
+		if !reconnect.Sleep(ctx, backoff.NextBackOff()) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }

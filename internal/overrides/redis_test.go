@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/storetest"
 )
 
@@ -44,29 +45,20 @@ func TestRedisPropagation(t *testing.T) {
 
 	waitFor := func(what string, ok func(*Set) bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second) // generous: the machine is loaded
-		for !ok(b.Snapshot()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not seen by the other node", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testwait.Until(t, what+" seen by the other node", func() bool { return ok(b.Snapshot()) })
 	}
 	// The subscription may not be in place yet: set until it is seen, each
 	// set a new limit, so only a published change can be the one seen.
-	deadline := time.Now().Add(10 * time.Second)
-	for limit := int64(1); ; limit++ {
+	limit := int64(0)
+	testwait.Until(t, "a change reaching the other node", func() bool {
+		limit++
 		if _, err := a.Put(ctx, base, Override{Prefix: "acme:", Limit: limit, Period: time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-		if o := b.Snapshot().Lookup("api", "acme:1", time.Now()); o != nil && o.Limit == limit {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no change reached the other node")
-		}
-	}
+		time.Sleep(20 * time.Millisecond) // for the published change to arrive
+		o := b.Snapshot().Lookup("api", "acme:1", time.Now())
+		return o != nil && o.Limit == limit
+	})
 	if _, err := a.Put(ctx, base, Override{Key: "acme:1", Limit: 1000, Period: time.Second}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/storetest"
 )
 
@@ -128,16 +129,9 @@ func TestRedisReplicaPromoted(t *testing.T) {
 func caughtUp(t *testing.T, replica, primary *redistest.Server) {
 	t.Helper()
 	key := DefaultRedisPrefix + "overrides"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.UntilSaw(t, "the replica caught up", func() (bool, string) {
 		info := redisDo(t, replica, "INFO", "replication")
-		if strings.Contains(info, "master_link_status:up") &&
-			redisDo(t, replica, "HGET", key, "!head") == redisDo(t, primary, "HGET", key, "!head") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica did not catch up:\n%s", info)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.Contains(info, "master_link_status:up") &&
+			redisDo(t, replica, "HGET", key, "!head") == redisDo(t, primary, "HGET", key, "!head"), "\n" + info
+	})
 }

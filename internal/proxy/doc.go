@@ -3,16 +3,20 @@
 // service gets rate limiting without a line of code.
 //
 // Each request is matched against the routes in order (path prefix, methods,
-// headers); the first route that matches applies its limits through an
-// httplimit.Middleware — the same 429s, Retry-After, RateLimit fields,
-// leaky-bucket shaping and shadow mode as the library — and an admitted
-// request is passed to the upstream by an httputil.ReverseProxy. A request
-// that matches no route, or a route without limits, is passed on unlimited:
-// end the routes with a catch-all (a route without match:) to bound
-// everything.
+// headers); the first route that matches keys the request for each of its
+// limits and has the service's engine (package engine) decide it, as every
+// front end does — runtime overrides, plans, shadow policies and bans
+// included, each decision counted in the service's metrics — and answers as
+// package httplimit does: the same 429s, Retry-After, RateLimit fields and
+// leaky-bucket shaping. An admitted request is passed to the upstream by an
+// httputil.ReverseProxy. A request that matches no route, or a route without
+// limits, is passed on unlimited: end the routes with a catch-all (a route
+// without match:) to bound everything. The routes follow the service's
+// configuration: after a reload the next request takes the new ones.
 //
 //	cfg, _ := config.Load("proxy.yaml")
-//	h, err := proxy.New(cfg, memory.New(), upstream)
+//	st, _ := storestack.Open(cfg.Store)
+//	h, err := proxy.New(service.New(st, cfg), upstream)
 //	...
 //	http.ListenAndServe(":8080", h)
 //

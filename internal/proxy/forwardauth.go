@@ -7,9 +7,8 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/service"
 )
 
 // Paths of the forward-auth endpoint. ForwardAuthPath answers a denial with
@@ -39,7 +38,8 @@ const ProblemBadForwardAuth = "tag:sluicehq.github.io,2026:bad-forward-auth-requ
 // (auth_request). The gateway asks it about each request before passing the
 // request on; the handler rebuilds that request from X-Forwarded-Method,
 // X-Forwarded-Uri and X-Forwarded-Host and the other header fields, routes
-// it through the routes of cfg.Proxy exactly as New does, and answers
+// it through the routes of the proxy: section of svc's configuration and
+// decides it through svc's engine exactly as New does, and answers
 //
 //   - 200 with RateLimit-Policy and RateLimit when the request is admitted
 //     (or matches no limited route), after a leaky bucket's delay if any;
@@ -50,16 +50,16 @@ const ProblemBadForwardAuth = "tag:sluicehq.github.io,2026:bad-forward-auth-requ
 //     malformed, so that a misconfigured gateway lets nothing through.
 //
 // The client address for ip keys is read as the proxy reads it: the gateway
-// is the peer, so it must be in cfg.Proxy.TrustedProxies for the client
-// address it writes in X-Forwarded-For to be believed; otherwise every
-// request counts as the gateway's.
-func ForwardAuth(cfg *config.Config, store sluice.Store, opts ...Option) (http.Handler, error) {
-	o := newOptions(opts)
-	std, err := newRouter(cfg, store, http.HandlerFunc(allow), nil, o)
+// is the peer, so it must be in the configuration's proxy.trusted_proxies
+// for the client address it writes in X-Forwarded-For to be believed;
+// otherwise every request counts as the gateway's.
+func ForwardAuth(svc *service.Service, opts ...Option) (http.Handler, error) {
+	o := newOptions(svc, opts)
+	std, err := newHandler(svc, http.HandlerFunc(allow), httplimit.WriteDenial, o.logger)
 	if err != nil {
 		return nil, err
 	}
-	nginx, err := newRouter(cfg, store, http.HandlerFunc(allow), []httplimit.Option{httplimit.OnDeny(denyNginx)}, o)
+	nginx, err := newHandler(svc, http.HandlerFunc(allow), denyNginx, o.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (f forwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.routes.ServeHTTP(w, orig)
 }
 
-// allow answers an admitted request: the middleware has set the RateLimit
+// allow answers an admitted request: the handler has set the RateLimit
 // fields already.
 func allow(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
@@ -89,7 +89,7 @@ func allow(w http.ResponseWriter, _ *http.Request) {
 }
 
 // denyNginx answers a denial with 403, since auth_request treats any status
-// but 2xx, 401 and 403 as an error (500 to the client). The middleware has
+// but 2xx, 401 and 403 as an error (500 to the client). The handler has
 // set Retry-After and the RateLimit fields, which the documented
 // configuration turns into the client's 429.
 func denyNginx(w http.ResponseWriter, _ *http.Request, _ httplimit.Denial) {

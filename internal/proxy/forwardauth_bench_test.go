@@ -27,7 +27,7 @@ func benchForwardAuth(b *testing.B) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := ForwardAuth(cfg, memory.New())
+	h, err := ForwardAuth(serviceOf(cfg, memory.New()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func startForwardAuth(t *testing.T, src string) *authServer {
 		t.Fatal(err)
 	}
 	clock := storetest.NewClock(storetest.Epoch)
-	h, err := ForwardAuth(cfg, memory.New(memory.WithClock(clock)))
+	h, err := ForwardAuth(serviceOf(cfg, memory.New(memory.WithClock(clock))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestForwardAuthNeedsProxySection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ForwardAuth(cfg, memory.New()); err == nil || !strings.Contains(err.Error(), "no proxy: section") {
+	if _, err := ForwardAuth(serviceOf(cfg, memory.New())); err == nil || !strings.Contains(err.Error(), "no proxy: section") {
 		t.Errorf("err = %v", err)
 	}
 }

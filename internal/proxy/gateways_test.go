@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -34,7 +35,7 @@ const (
 // docBlock returns the first fenced code block of docs/gateways.md in lang.
 func docBlock(t *testing.T, lang string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", "gateways.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "gateways.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func newGatewayFixture(t *testing.T) *gatewayFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ForwardAuth(cfg, memory.New(memory.WithClock(storetest.NewClock(storetest.Epoch))))
+	h, err := ForwardAuth(serviceOf(cfg, memory.New(memory.WithClock(storetest.NewClock(storetest.Epoch)))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,24 +199,22 @@ func (f *gatewayFixture) run(t *testing.T, name string, env []string, args ...st
 	})
 	// Listening is ready: an HTTP probe would spend quota, or wait for a
 	// stalled Sluice.
-	deadline := time.Now().Add(60 * time.Second) // a loaded machine starts slowly
-	for {
-		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", f.port))
-		if err == nil {
-			conn.Close()
-			return fmt.Sprintf("http://127.0.0.1:%d", f.port)
-		}
+	testwait.UntilSaw(t, fmt.Sprintf("%s listening on port %d", name, f.port), func() (bool, string) {
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(logPath)
 			t.Fatalf("%s exited: %s", name, log)
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
+		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", f.port))
+		if err != nil {
 			log, _ := os.ReadFile(logPath)
-			t.Fatalf("%s does not listen on port %d (last: %v): %s", name, f.port, err, log)
+			return false, fmt.Sprintf("%v: %s", err, log)
 		}
-	}
+		conn.Close()
+		return true, ""
+	})
+	return fmt.Sprintf("http://127.0.0.1:%d", f.port)
 }
 
 // startCaddy runs Caddy with the documented Caddyfile pointed at f.

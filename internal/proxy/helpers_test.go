@@ -10,7 +10,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -82,7 +85,7 @@ func startProxy(t *testing.T, src, upstreamURL string, opts ...Option) *testProx
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(cfg, memory.New(memory.WithClock(clock)), u, opts...)
+	h, err := New(serviceOf(cfg, memory.New(memory.WithClock(clock))), u, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,4 +136,10 @@ func (p *testProxy) statuses(t *testing.T, n int, path string, kv ...string) []i
 		out = append(out, p.get(t, path, kv...).StatusCode)
 	}
 	return out
+}
+
+// serviceOf is a Service deciding on store with cfg in force, as the proxy's
+// front ends are given.
+func serviceOf(cfg *config.Config, store sluice.Store) *service.Service {
+	return service.New(storestack.Of(store), cfg)
 }

@@ -319,11 +319,11 @@ func TestNewRejects(t *testing.T) {
 		{"no host", withProxy, "http:///path", "no host"},
 	} {
 		u, _ := url.Parse(tc.upstream)
-		if _, err := New(tc.cfg, memory.New(), u); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := New(serviceOf(tc.cfg, memory.New()), u); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := New(withProxy, memory.New(), good); err != nil {
+	if _, err := New(serviceOf(withProxy, memory.New()), good); err != nil {
 		t.Errorf("valid: %v", err)
 	}
 }
@@ -331,12 +331,12 @@ func TestNewRejects(t *testing.T) {
 // TestExample runs examples/proxy.yaml, which the docs tell newcomers to try.
 func TestExample(t *testing.T) {
 	up := newUpstream(t)
-	cfg, err := config.Load("../examples/proxy.yaml")
+	cfg, err := config.Load("../../examples/proxy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(up.URL)
-	h, err := New(cfg, memory.New(), u)
+	h, err := New(serviceOf(cfg, memory.New()), u)
 	if err != nil {
 		t.Fatal(err)
 	}

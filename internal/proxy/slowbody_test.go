@@ -78,7 +78,7 @@ func TestMinBodyRateForwardAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := ForwardAuth(cfg, memory.New(), MinBodyRate(1000, 200*time.Millisecond))
+	h, err := ForwardAuth(serviceOf(cfg, memory.New()), MinBodyRate(1000, 200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // rawPing sends an inline PING on a fresh connection and returns the reply
@@ -315,45 +317,26 @@ func TestClusterReplicas(t *testing.T) {
 	victim := masters[0]
 	victim.Kill()
 	start = time.Now()
-	deadline := start.Add(20 * time.Second)
-	for {
+	testwait.UntilSaw(t, "a fail-over after killing master "+victim.Addr(), func() (bool, string) {
 		ms := c.Masters()
 		ok := len(ms) == 3
 		for _, m := range ms {
 			ok = ok && m != victim
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no fail-over 20 s after killing master %s: masters %v", victim.Addr(), addrs(ms))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ok, fmt.Sprint("masters ", addrs(ms))
+	})
 	t.Logf("fail-over after %v", time.Since(start).Round(time.Millisecond))
-	for {
+	testwait.UntilSaw(t, "the cluster ok after the fail-over", func() (bool, string) {
 		info := mustDo(t, c.Nodes[len(c.Nodes)-1], "CLUSTER", "INFO")
-		if strings.Contains(info, "cluster_state:ok") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster not ok after fail-over:\n%s", info)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Contains(info, "cluster_state:ok"), "\n" + info
+	})
 
 	// The old master comes back (same port, same nodes.conf) as a replica.
 	victim.Restart()
-	for {
+	testwait.UntilSaw(t, "the restarted old master a replica", func() (bool, string) {
 		role := mustDo(t, victim, "ROLE")
-		if strings.HasPrefix(role, "slave") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted old master did not become a replica: ROLE = %q", role)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.HasPrefix(role, "slave"), "ROLE " + role
+	})
 }
 
 func addrs(ss []*Server) []string {

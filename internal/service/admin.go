@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // ErrResetUnsupported: the store cannot forget a key.
@@ -16,18 +17,18 @@ var ErrResetUnsupported = errors.New("the store does not support resetting a key
 // Reset forgets the state of (p, key) in the store, as if the key had never
 // been used.
 func (s *Service) Reset(ctx context.Context, p *config.Policy, key string) error {
-	r, ok := s.store.(sluice.Resetter)
-	if !ok {
+	r := s.stack.Resetter
+	if r == nil {
 		return ErrResetUnsupported
 	}
 	if err := sluice.CheckRequest(sluice.Request{Policy: &p.Policy, Key: key}); err != nil {
-		return &CheckError{Policy: p.Name, Err: err}
+		return &engine.CheckError{Policy: p.Name, Err: err}
 	}
 	if err := r.Reset(ctx, &p.Policy, key); err != nil {
 		if ctx.Err() == nil {
-			s.storeFailed(err, s.failMode())
+			s.obs.StoreFailed(err, s.stack.FailMode())
 		}
-		return fmt.Errorf("%w: %w", ErrStore, err)
+		return fmt.Errorf("%w: %w", engine.ErrStore, err)
 	}
 	s.log.Info("key reset", "policy", p.Name)
 	return nil
@@ -37,6 +38,11 @@ func (s *Service) Reset(ctx context.Context, p *config.Policy, key string) error
 // decision, which writes, under a limit no probe reaches, on a policy name
 // configurations cannot use.
 var probePolicy = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1 << 30, Period: time.Second}
+
+// probeHourly is the second probe of a store with a Redis for per-second
+// limits (config.Store.PerSecondURL): probePolicy is decided on that one,
+// this one on the other.
+var probeHourly = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1 << 30, Period: time.Hour}
 
 // StoreStatus is what /readyz and /readyz/store report about the store.
 type StoreStatus struct {
@@ -53,7 +59,8 @@ type StoreStatus struct {
 
 // Answering reports whether checks get an answer: decided by the store, or,
 // while it cannot decide, by its fail policy (OnError). Only a store without
-// a fail policy — one given to New as it is, not opened by OpenStore —
+// a fail policy — a stack of a store as it is (storestack.Of), not opened
+// by storestack.Open —
 // leaves checks unanswered (503) when it fails.
 func (st StoreStatus) Answering() bool { return st.Ready || st.OnError != "" }
 
@@ -68,14 +75,17 @@ func (st StoreStatus) Answering() bool { return st.Ready || st.OnError != "" }
 func (s *Service) Ready(ctx context.Context) StoreStatus {
 	var st StoreStatus
 	var err error
-	if fs := failoverStore(s.store); fs != nil {
+	if fs := s.stack.Failover; fs != nil {
 		err = fs.Ready(ctx, &probePolicy, "probe")
+		if rs := s.stack.Redis; rs != nil && rs.Routes() > 1 && err == nil {
+			err = fs.Ready(ctx, &probeHourly, "probe")
+		}
 		st.Breaker, st.OnError = fs.State().String(), fs.Mode().String()
 	} else {
-		_, err = s.store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"})
+		_, err = s.stack.Store.Decide(ctx, sluice.Request{Policy: &probePolicy, Key: "probe"})
 	}
 	if err != nil {
-		st.Error = fmt.Errorf("%w: %w", ErrStore, err).Error()
+		st.Error = fmt.Errorf("%w: %w", engine.ErrStore, err).Error()
 		return st
 	}
 	st.Ready = true

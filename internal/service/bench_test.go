@@ -9,6 +9,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 )
 
@@ -25,13 +27,13 @@ func BenchmarkDecide(b *testing.B) {
 	}
 	for _, v := range benchVariants(b) {
 		b.Run(v.name, func(b *testing.B) {
-			s := New(memory.New(), cfg, append(v.opts, WithLogger(quiet))...)
+			s := New(storestack.Of(memory.New(), storestack.WithTracer(v.tracer)), cfg, WithLogger(quiet))
 			ctx := context.Background()
 			var next atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				checks := []Check{{Policy: p, Cost: 1}}
+				checks := []engine.Check{{Policy: p, Cost: 1}}
 				results := make([]sluice.Result, 1)
 				for pb.Next() {
 					checks[0].Key = keys[int(next.Add(1))%len(keys)]

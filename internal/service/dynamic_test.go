@@ -5,9 +5,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 )
 
@@ -28,7 +27,7 @@ func TestApplyDynamic(t *testing.T) {
 		return "domain: edge\ndescriptors: [{key: user, rate_limit: {unit: minute, requests_per_unit: " + limit + "}}]"
 	}
 	files := parsed(t, "edge.yaml", edge("1"))
-	s := New(memory.New(), files, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	s := New(storestack.Of(memory.New()), files, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 
 	if err := s.ApplyDynamic(parsed(t, "xds:edge", edge("7"))); err != nil {
 		t.Fatal(err)
@@ -59,13 +58,13 @@ func TestApplyDynamic(t *testing.T) {
 		t.Fatal("a rejected dynamic configuration changed the one in force")
 	}
 	// A reload that clashes with the dynamic configuration is a failed reload.
-	failures := testutil.ToFloat64(s.metrics.reloads.WithLabelValues("failure"))
+	failures := metric(t, s, "sluice_config_reloads_total", "result", "failure")
 	if err := s.Reload(func() (*config.Config, error) {
 		return parsed(t, "p.yaml", "policies: [{name: edge.user, algorithm: gcra, limit: 3, period: 1s}]"), nil
 	}); err == nil || s.Config() != before {
 		t.Fatalf("a reload clashing with the dynamic configuration: %v", err)
 	}
-	if got := testutil.ToFloat64(s.metrics.reloads.WithLabelValues("failure")); got != failures+1 {
+	if got := metric(t, s, "sluice_config_reloads_total", "result", "failure"); got != failures+1 {
 		t.Errorf("failed reloads %v, want %v", got, failures+1)
 	}
 	// An empty dynamic configuration gives the files' domain back.

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 // useStore decides on a store and sets an override, as serve opens them
@@ -18,11 +19,12 @@ import (
 func useStore(t *testing.T, st config.Store) int64 {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	store, closeStore, err := OpenStore(st, log)
+	stack, err := storestack.Open(st, storestack.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer stack.Close()
+	store := stack.Store
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ov, closeOv, err := OpenOverrides(ctx, st, log)
@@ -98,7 +100,7 @@ func TestStoreKeyPrefix(t *testing.T) {
 		t.Fatalf("cluster: %d left, want 8", left)
 	}
 
-	if _, _, err := OpenStore(config.Store{URL: srv.URL(), KeyPrefix: "{rl}:"}, nil); err == nil || !strings.Contains(err.Error(), "store.key_prefix") {
+	if _, err := storestack.Open(config.Store{URL: srv.URL(), KeyPrefix: "{rl}:"}); err == nil || !strings.Contains(err.Error(), "store.key_prefix") {
 		t.Fatalf("a prefix with a hash tag: %v, want an error naming store.key_prefix", err)
 	}
 }

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/observe"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 )
 
@@ -25,17 +25,17 @@ func TestDecisionSeriesOnlyForDecidedPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(memory.New(), cfg)
-	if n := testutil.CollectAndCount(s.metrics.decisions); n != 0 {
+	s := New(storestack.Of(memory.New()), cfg)
+	if n := series(t, s, "sluice_decisions_total"); n != 0 {
 		t.Fatalf("%d sluice_decisions_total series before any decision, want 0", n)
 	}
 	decide1(t, s, "many.user_u7", "k", 1)
 	decide1(t, s, "many.user_u7", "k", 2) // over 2 a minute: denied
-	if n := testutil.CollectAndCount(s.metrics.decisions); n != 3 {
+	if n := series(t, s, "sluice_decisions_total"); n != 3 {
 		t.Errorf("%d series after decisions of one policy, want its 3", n)
 	}
-	for decision, want := range map[string]float64{DecisionAllowed: 1, DecisionDenied: 1, DecisionShadowDenied: 0} {
-		if got := testutil.ToFloat64(s.metrics.decisions.WithLabelValues("many.user_u7", decision)); got != want {
+	for decision, want := range map[string]float64{observe.DecisionAllowed: 1, observe.DecisionDenied: 1, observe.DecisionShadowDenied: 0} {
+		if got := metric(t, s, "sluice_decisions_total", "policy", "many.user_u7", "decision", decision); got != want {
 			t.Errorf("%s: %v, want %v", decision, got, want)
 		}
 	}
@@ -44,7 +44,7 @@ func TestDecisionSeriesOnlyForDecidedPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	decide1(t, s, "many.user_u7", "other", 1)
-	if got := testutil.ToFloat64(s.metrics.decisions.WithLabelValues("many.user_u7", DecisionAllowed)); got != 2 {
+	if got := metric(t, s, "sluice_decisions_total", "policy", "many.user_u7", "decision", observe.DecisionAllowed); got != 2 {
 		t.Errorf("allowed after a reload: %v, want 2", got)
 	}
 }

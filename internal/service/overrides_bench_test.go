@@ -9,7 +9,9 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 )
 
@@ -33,8 +35,8 @@ func BenchmarkDecideOverrides(b *testing.B) {
 					}
 				}
 			}
-			s := New(memory.New(), cfg, WithOverrides(ov), WithLogger(slog.New(slog.DiscardHandler)))
-			checks := []Check{{Policy: p, Key: "t500:user", Cost: 1}}
+			s := New(storestack.Of(memory.New()), cfg, WithOverrides(ov), WithLogger(slog.New(slog.DiscardHandler)))
+			checks := []engine.Check{{Policy: p, Key: "t500:user", Cost: 1}}
 			res := make([]sluice.Result, 1)
 			b.ReportAllocs()
 			for b.Loop() {

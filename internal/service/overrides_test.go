@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/observe"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -28,7 +30,7 @@ func TestOverridesChangeTheLimitNotTheState(t *testing.T) {
 	}
 	clock := storetest.NewClock(storetest.Epoch)
 	ov := overrides.NewMemory(overrides.WithClock(clock), overrides.WithLogger(slog.New(slog.DiscardHandler)))
-	s := New(memory.New(memory.WithClock(clock)), cfg, WithOverrides(ov))
+	s := New(storestack.Of(memory.New(memory.WithClock(clock))), cfg, WithOverrides(ov))
 	ctx := context.Background()
 	p := cfg.Policy("p")
 
@@ -54,10 +56,10 @@ func TestOverridesChangeTheLimitNotTheState(t *testing.T) {
 	}
 	// A cost above the policy's capacity but within the override's is valid.
 	res := make([]sluice.Result, 1)
-	if _, err := s.Decide(ctx, []Check{{Policy: p, Key: "acme:new", Cost: 5}}, res); err != nil || !res[0].Allowed {
+	if _, err := s.Decide(ctx, []engine.Check{{Policy: p, Key: "acme:new", Cost: 5}}, res); err != nil || !res[0].Allowed {
 		t.Errorf("cost 5 under a limit of 5: %v %+v", err, res[0])
 	}
-	if _, err := s.Decide(ctx, []Check{{Policy: p, Key: "acme:new", Cost: 6}}, res); !errors.Is(err, sluice.ErrExceedsCapacity) {
+	if _, err := s.Decide(ctx, []engine.Check{{Policy: p, Key: "acme:new", Cost: 6}}, res); !errors.Is(err, sluice.ErrExceedsCapacity) {
 		t.Errorf("cost 6 under a limit of 5: got %v", err)
 	}
 	// Removed: the key's count (10) stays, under the policy's limit (3).
@@ -68,7 +70,7 @@ func TestOverridesChangeTheLimitNotTheState(t *testing.T) {
 		t.Errorf("after removing the key's override: %+v, want a denial under the prefix's limit 5", r)
 	}
 	// Metrics count by the configured policy; the gauge follows the overrides.
-	if got := testutil.ToFloat64(s.metrics.decisions.WithLabelValues("p", DecisionAllowed)); got != 19 {
+	if got := metric(t, s, "sluice_decisions_total", "policy", "p", "decision", observe.DecisionAllowed); got != 19 {
 		t.Errorf("allowed decisions counted under the policy: %v, want 19 (18 ones and one of cost 5)", got)
 	}
 	if got := gathered(t, s, "sluice_overrides"); got != 1 {
@@ -111,7 +113,7 @@ func TestPlans(t *testing.T) {
 	}
 	clock := storetest.NewClock(storetest.Epoch)
 	ov := overrides.NewMemory(overrides.WithClock(clock), overrides.WithLogger(slog.New(slog.DiscardHandler)))
-	s := New(memory.New(memory.WithClock(clock)), cfg, WithOverrides(ov))
+	s := New(storestack.Of(memory.New(memory.WithClock(clock))), cfg, WithOverrides(ov))
 	p := cfg.Policy("p")
 	if _, err := ov.Put(context.Background(), p.Policy, overrides.Override{Key: "vip", Limit: 9, Period: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -119,7 +121,7 @@ func TestPlans(t *testing.T) {
 	admitted := func(key, plan string) (n int64, limit int64) {
 		res := make([]sluice.Result, 1)
 		for {
-			if _, err := s.Decide(context.Background(), []Check{{Policy: p, Key: key, Cost: 1, Plan: plan}}, res); err != nil {
+			if _, err := s.Decide(context.Background(), []engine.Check{{Policy: p, Key: key, Cost: 1, Plan: plan}}, res); err != nil {
 				t.Fatal(err)
 			}
 			if !res[0].Allowed {
@@ -145,7 +147,7 @@ func TestPlans(t *testing.T) {
 	// Resolve names the limit each check is decided under, and Decide keeps
 	// to it even when the override it came from is gone by then; metrics
 	// still count by the configured policy.
-	checks := []Check{{Policy: p, Key: "vip", Plan: "pro", Cost: 1}, {Policy: p, Key: "e", Plan: "pro", Cost: 1}, {Policy: p, Key: "f", Cost: 1}}
+	checks := []engine.Check{{Policy: p, Key: "vip", Plan: "pro", Cost: 1}, {Policy: p, Key: "e", Plan: "pro", Cost: 1}, {Policy: p, Key: "f", Cost: 1}}
 	s.Resolve(checks)
 	for i, want := range []int64{9, 6, 2} {
 		if l := checks[i].Applied(); l.Limit != want || l.Name != "p" || checks[i].Policy != p {

@@ -2,16 +2,20 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/observe"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // TestReadyRedisRefusingWrites: a Redis at maxmemory under noeviction still
@@ -27,27 +31,22 @@ func TestReadyRedisRefusingWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, closeStore, err := OpenStore(config.Store{URL: r.URL(), Breaker: config.Breaker{MinCalls: 4, Cooldown: 50 * time.Millisecond}}, nil)
+	store, err := storestack.Open(config.Store{URL: r.URL(), Breaker: config.Breaker{MinCalls: 4, Cooldown: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(closeStore)
+	t.Cleanup(func() { store.Close() })
 	logs := &syncLog{}
 	s := New(store, cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	ctx := context.Background()
 	eventually := func(what string, ready bool) StoreStatus {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			st := s.Ready(ctx)
-			if st.Ready == ready {
-				return st
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("not %s within 10s: %+v", what, st)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		var st StoreStatus
+		testwait.UntilSaw(t, what, func() (bool, string) {
+			st = s.Ready(ctx)
+			return st.Ready == ready, fmt.Sprintf("%+v", st)
+		})
+		return st
 	}
 	eventually("ready", true)
 
@@ -70,7 +69,7 @@ func TestReadyRedisRefusingWrites(t *testing.T) {
 	admitted := 0
 	for range 20 {
 		res := make([]sluice.Result, 1)
-		allowed, err := s.Decide(ctx, []Check{{Policy: p, Key: "k", Cost: 1}}, res)
+		allowed, err := s.Decide(ctx, []engine.Check{{Policy: p, Key: "k", Cost: 1}}, res)
 		if err != nil || !res[0].Degraded {
 			t.Fatalf("a decision with Redis refusing writes: %+v, %v; want degraded, decided locally", res[0], err)
 		}
@@ -86,7 +85,7 @@ func TestReadyRedisRefusingWrites(t *testing.T) {
 	} else {
 		t.Logf("Ready under failing traffic: %+v", st)
 	}
-	if got := testutil.ToFloat64(s.metrics.storeErrors.WithLabelValues(CauseError)); got < 2 {
+	if got := metric(t, s, "sluice_store_errors_total", "cause", observe.CauseError); got < 2 {
 		t.Errorf(`sluice_store_errors_total{cause="error"} = %v, want at least the 2 that opened the breaker`, got)
 	}
 	if out := logs.String(); !strings.Contains(out, "store call failed") || !strings.Contains(out, "OOM") {

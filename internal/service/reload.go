@@ -11,6 +11,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/storestack"
 )
 
 // Reload loads a configuration with load and puts it in force. When load
@@ -29,18 +30,18 @@ func (s *Service) Reload(load func() (*config.Config, error)) error {
 		cfg, err = config.Overlay(files, s.dynamic)
 	}
 	if err != nil {
-		s.metrics.reloads.WithLabelValues("failure").Inc()
+		s.obs.Reloaded(false)
 		s.log.Error("configuration rejected; the previous one stays in force", "error", err)
 		return err
 	}
 	old := s.Config()
 	if !sameStore(old.Store, cfg.Store) {
 		s.log.Warn("the store section changed; it takes effect at the next restart",
-			"old_url", RedactURL(old.Store.URL), "new_url", RedactURL(cfg.Store.URL))
+			"old_url", storestack.RedactURL(old.Store.URL), "new_url", storestack.RedactURL(cfg.Store.URL))
 	}
 	s.files = files
 	s.install(cfg)
-	s.metrics.reloads.WithLabelValues("success").Inc()
+	s.obs.Reloaded(true)
 	s.log.Info("configuration reloaded", "files", cfg.Files, "policies", len(cfg.Policies), "domains", len(cfg.Domains))
 	return nil
 }

@@ -6,11 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // watchReady runs s.watch until the test ends and returns once the watches
@@ -31,19 +29,6 @@ func watchReady(t *testing.T, s *Service, paths []string, load func() (*config.C
 	case <-ready:
 	case err := <-done:
 		t.Fatalf("Watch ended before watching: %v", err)
-	}
-}
-
-// within polls cond until it holds, failing after a deadline generous enough
-// for a loaded machine; it asserts the effect, never how fast it came.
-func within(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 30s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -70,12 +55,12 @@ func TestWatchSymlinkToFileElsewhere(t *testing.T) {
 	watchReady(t, s, []string{path}, load)
 
 	write(t, target, policyFile(5))
-	within(t, "the edit of the link's target is in force", func() bool { return limitOf(s, "p") == 5 })
+	testwait.Until(t, "the edit of the link's target is in force", func() bool { return limitOf(s, "p") == 5 })
 
 	tmp := filepath.Join(realDir, ".limits.yaml.swp")
 	write(t, tmp, policyFile(8))
 	must(t, os.Rename(tmp, target))
-	within(t, "the replaced target is in force", func() bool { return limitOf(s, "p") == 8 })
+	testwait.Until(t, "the replaced target is in force", func() bool { return limitOf(s, "p") == 8 })
 
 	// Pointing the link at another file elsewhere moves the watch there too.
 	other := filepath.Join(root, "other", "limits.yaml")
@@ -83,9 +68,9 @@ func TestWatchSymlinkToFileElsewhere(t *testing.T) {
 	write(t, other, policyFile(11))
 	must(t, os.Symlink(other, path+".new"))
 	must(t, os.Rename(path+".new", path))
-	within(t, "the relinked file is in force", func() bool { return limitOf(s, "p") == 11 })
+	testwait.Until(t, "the relinked file is in force", func() bool { return limitOf(s, "p") == 11 })
 	write(t, other, policyFile(12))
-	within(t, "an edit of the new target is in force", func() bool { return limitOf(s, "p") == 12 })
+	testwait.Until(t, "an edit of the new target is in force", func() bool { return limitOf(s, "p") == 12 })
 }
 
 // TestWatchDirectory: a directory path stands for its *.yaml and *.yml
@@ -97,14 +82,14 @@ func TestWatchDirectory(t *testing.T) {
 	watchReady(t, s, []string{dir}, load)
 
 	write(t, filepath.Join(dir, "b.yml"), "policies:\n  - {name: q, algorithm: gcra, limit: 4, period: 1m}\n")
-	within(t, "the added file is in force", func() bool { return limitOf(s, "q") == 4 })
+	testwait.Until(t, "the added file is in force", func() bool { return limitOf(s, "q") == 4 })
 	if got := s.Config().Files; !slices.Equal(got, []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yml")}) {
 		t.Errorf("Files = %v", got)
 	}
 	write(t, filepath.Join(dir, "a.yaml"), policyFile(6))
-	within(t, "the changed file is in force", func() bool { return limitOf(s, "p") == 6 })
+	testwait.Until(t, "the changed file is in force", func() bool { return limitOf(s, "p") == 6 })
 	must(t, os.Remove(filepath.Join(dir, "a.yaml")))
-	within(t, "the removed file's policy is gone", func() bool { return limitOf(s, "p") == -1 && limitOf(s, "q") == 4 })
+	testwait.Until(t, "the removed file's policy is gone", func() bool { return limitOf(s, "p") == -1 && limitOf(s, "q") == 4 })
 }
 
 // TestWatchSwappedRootLink: envoyproxy/ratelimit's runtime layout, where
@@ -127,10 +112,10 @@ func TestWatchSwappedRootLink(t *testing.T) {
 	mkTree("v2", 9)
 	must(t, os.Symlink(filepath.Join(base, "v2"), current+".tmp"))
 	must(t, os.Rename(current+".tmp", current))
-	within(t, "the swapped tree is in force", func() bool { return limitOf(s, "p") == 9 })
+	testwait.Until(t, "the swapped tree is in force", func() bool { return limitOf(s, "p") == 9 })
 	// The watch moved with the link: an edit in the new tree is seen.
 	write(t, filepath.Join(base, "v2", "ratelimit", "config", "limits.yaml"), policyFile(10))
-	within(t, "an edit in the new tree is in force", func() bool { return limitOf(s, "p") == 10 })
+	testwait.Until(t, "an edit in the new tree is in force", func() bool { return limitOf(s, "p") == 10 })
 }
 
 // TestWatchDirectoryRecreated: the configuration directory is deleted and
@@ -143,12 +128,12 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 	watchReady(t, s, []string{dir}, load)
 
 	must(t, os.RemoveAll(dir))
-	within(t, "the missing directory is a rejected reload", func() bool { return testutil.ToFloat64(s.metrics.reloads.WithLabelValues("failure")) >= 1 })
+	testwait.Until(t, "the missing directory is a rejected reload", func() bool { return metric(t, s, "sluice_config_reloads_total", "result", "failure") >= 1 })
 	must(t, os.Mkdir(dir, 0o755))
 	write(t, filepath.Join(dir, "a.yaml"), policyFile(4))
-	within(t, "the recreated directory is in force", func() bool { return limitOf(s, "p") == 4 })
+	testwait.Until(t, "the recreated directory is in force", func() bool { return limitOf(s, "p") == 4 })
 	write(t, filepath.Join(dir, "a.yaml"), policyFile(5))
-	within(t, "an edit in the recreated directory is in force", func() bool { return limitOf(s, "p") == 5 })
+	testwait.Until(t, "an edit in the recreated directory is in force", func() bool { return limitOf(s, "p") == 5 })
 }
 
 // TestWatchSeesAChangeBeforeItStarts: a file changed after the configuration
@@ -170,5 +155,5 @@ func TestWatchSeesAChangeBeforeItStarts(t *testing.T) {
 			t.Errorf("Watch: %v", err)
 		}
 	})
-	within(t, "the change made before Watch started is in force", func() bool { return limitOf(s, "p") == 7 })
+	testwait.Until(t, "the change made before Watch started is in force", func() bool { return limitOf(s, "p") == 7 })
 }

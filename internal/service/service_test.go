@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/observe"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -35,7 +37,7 @@ func newTestService(t *testing.T, paths ...string) (*Service, func() (*config.Co
 		t.Fatal(err)
 	}
 	clock := storetest.NewClock(storetest.Epoch)
-	return New(memory.New(memory.WithClock(clock)), cfg), load
+	return New(storestack.Of(memory.New(memory.WithClock(clock))), cfg), load
 }
 
 // decide1 decides one check of policy name for key.
@@ -46,7 +48,7 @@ func decide1(t *testing.T, s *Service, name, key string, cost int64) sluice.Resu
 		t.Fatalf("no policy %q", name)
 	}
 	res := make([]sluice.Result, 1)
-	if _, err := s.Decide(context.Background(), []Check{{Policy: p, Key: key, Cost: cost}}, res); err != nil {
+	if _, err := s.Decide(context.Background(), []engine.Check{{Policy: p, Key: key, Cost: cost}}, res); err != nil {
 		t.Fatal(err)
 	}
 	return res[0]
@@ -73,24 +75,11 @@ func TestReloadKeepsCountersAndRejectsInvalid(t *testing.T) {
 	if r := decide1(t, s, "p", "k", 0); r.Limit != 5 {
 		t.Fatalf("an invalid file replaced the configuration: %+v", r)
 	}
-	if got := testutil.ToFloat64(s.metrics.reloads.WithLabelValues("failure")); got != 1 {
+	if got := metric(t, s, "sluice_config_reloads_total", "result", "failure"); got != 1 {
 		t.Fatalf("failed reloads counted: %v", got)
 	}
-	if got := testutil.ToFloat64(s.metrics.reloads.WithLabelValues("success")); got != 1 {
+	if got := metric(t, s, "sluice_config_reloads_total", "result", "success"); got != 1 {
 		t.Fatalf("successful reloads counted: %v", got)
-	}
-}
-
-// eventually polls cond for up to 5 s: file-system events arrive on their own
-// time, which no fake clock can drive.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 5s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -122,11 +111,11 @@ func TestWatchEditAndInvalidEdit(t *testing.T) {
 	watch(t, s, []string{path}, load)
 
 	write(t, path, policyFile(7))
-	eventually(t, "the edit is in force", func() bool { return s.Config().Policy("p").Limit == 7 })
+	testwait.Until(t, "the edit is in force", func() bool { return s.Config().Policy("p").Limit == 7 })
 
 	write(t, path, "policies:\n  - name: p\n    algoritm: gcra\n")
-	eventually(t, "the invalid edit is counted", func() bool {
-		return testutil.ToFloat64(s.metrics.reloads.WithLabelValues("failure")) == 1
+	testwait.Until(t, "the invalid edit is counted", func() bool {
+		return metric(t, s, "sluice_config_reloads_total", "result", "failure") == 1
 	})
 	if got := s.Config().Policy("p").Limit; got != 7 {
 		t.Fatalf("the invalid edit replaced the configuration (limit %d)", got)
@@ -156,7 +145,7 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	must(t, os.Symlink("..2026_11_22_02", filepath.Join(dir, "..data_tmp")))
 	must(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
 	must(t, os.RemoveAll(filepath.Join(dir, "..2026_11_22_01")))
-	eventually(t, "the swapped ConfigMap is in force", func() bool { return s.Config().Policy("p").Limit == 9 })
+	testwait.Until(t, "the swapped ConfigMap is in force", func() bool { return s.Config().Policy("p").Limit == 9 })
 }
 
 func must(t *testing.T, err error) {
@@ -174,7 +163,7 @@ func TestDecideShadowAndErrors(t *testing.T) {
 `)
 	s, _ := newTestService(t, path)
 	cfg := s.Config()
-	both := []Check{{Policy: cfg.Policy("enforced"), Key: "k", Cost: 1}, {Policy: cfg.Policy("shadow"), Key: "k", Cost: 1}}
+	both := []engine.Check{{Policy: cfg.Policy("enforced"), Key: "k", Cost: 1}, {Policy: cfg.Policy("shadow"), Key: "k", Cost: 1}}
 	res := make([]sluice.Result, 2)
 	for i, want := range []struct{ allowed, shadowAllowed bool }{{true, true}, {true, false}, {false, false}} {
 		allowed, err := s.Decide(context.Background(), both, res)
@@ -186,10 +175,10 @@ func TestDecideShadowAndErrors(t *testing.T) {
 		}
 	}
 	counts := map[string]float64{}
-	for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionShadowDenied} {
-		counts[d] = testutil.ToFloat64(s.metrics.decisions.WithLabelValues("shadow", d))
+	for _, d := range []string{observe.DecisionAllowed, observe.DecisionDenied, observe.DecisionShadowDenied} {
+		counts[d] = metric(t, s, "sluice_decisions_total", "policy", "shadow", "decision", d)
 	}
-	if counts[DecisionAllowed] != 1 || counts[DecisionShadowDenied] != 1 || counts[DecisionDenied] != 0 {
+	if counts[observe.DecisionAllowed] != 1 || counts[observe.DecisionShadowDenied] != 1 || counts[observe.DecisionDenied] != 0 {
 		t.Fatalf("shadow policy counts %v", counts)
 	}
 	// The third request was denied by the enforced policy: the shadow policy
@@ -198,12 +187,12 @@ func TestDecideShadowAndErrors(t *testing.T) {
 		t.Fatalf("shadow state: %+v", r)
 	}
 
-	var ce *CheckError
-	dup := []Check{both[0], both[0]}
+	var ce *engine.CheckError
+	dup := []engine.Check{both[0], both[0]}
 	if _, err := s.Decide(context.Background(), dup, res); !errors.As(err, &ce) || ce.Index != 1 || !errors.Is(err, sluice.ErrDuplicateCheck) {
 		t.Fatalf("duplicate check: %v", err)
 	}
-	empty := []Check{{Policy: cfg.Policy("enforced"), Key: "", Cost: 1}}
+	empty := []engine.Check{{Policy: cfg.Policy("enforced"), Key: "", Cost: 1}}
 	if _, err := s.Decide(context.Background(), empty, res[:1]); !errors.Is(err, sluice.ErrInvalidKey) {
 		t.Fatalf("empty key: %v", err)
 	}
@@ -223,7 +212,7 @@ func TestDecideDeniesAll(t *testing.T) {
 			ban = p
 		}
 	}
-	checks := []Check{{Policy: s.Config().Policy("p"), Key: "k", Cost: 1}, {Policy: ban, Key: "banned", Cost: 1}}
+	checks := []engine.Check{{Policy: s.Config().Policy("p"), Key: "k", Cost: 1}, {Policy: ban, Key: "banned", Cost: 1}}
 	res := make([]sluice.Result, 2)
 	allowed, err := s.Decide(context.Background(), checks, res)
 	if err != nil || allowed || res[0].Allowed || res[0].Remaining != 5 || res[1].Allowed || res[1].Remaining != 0 {

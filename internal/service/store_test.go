@@ -11,117 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/observe"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/memory"
 )
-
-// TestOpenStore: memory:// (or no URL) is the memory store, with no fail
-// policy; a Redis URL is opened lazily — at once, though nothing listens —
-// behind a failover.Store with the configured fail policy.
-func TestOpenStore(t *testing.T) {
-	for _, u := range []string{"", "memory://", "MEMORY://"} {
-		st, closeStore, err := OpenStore(config.Store{URL: u, OnError: "closed"}, nil)
-		if err != nil {
-			t.Fatalf("%q: %v", u, err)
-		}
-		if _, ok := st.(*memory.Store); !ok {
-			t.Errorf("%q: %T, want *memory.Store", u, st)
-		}
-		closeStore()
-	}
-	for _, tc := range []struct {
-		onError string
-		want    failover.Mode
-	}{{"", failover.FailLocal}, {"open", failover.FailOpen}, {"closed", failover.FailClosed}, {"local", failover.FailLocal}} {
-		start := time.Now()
-		// Port 1 on loopback: nothing listens there.
-		st, closeStore, err := OpenStore(config.Store{URL: "redis://127.0.0.1:1", OnError: tc.onError, Timeout: 50 * time.Millisecond}, nil)
-		if err != nil {
-			t.Fatalf("on_error %q: %v", tc.onError, err)
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("OpenStore waited %v for an unreachable Redis", d)
-		}
-		fs, ok := st.(*failover.Store)
-		if !ok || fs.Mode() != tc.want {
-			t.Fatalf("on_error %q: %T (ok %v), want a failover.Store failing %v", tc.onError, st, ok, tc.want)
-		}
-		closeStore()
-	}
-}
-
-// TestOpenStoreErrors: a store that cannot be opened is an error naming
-// the setting at fault, and never quoting the password of the URL.
-func TestOpenStoreErrors(t *testing.T) {
-	dir := t.TempDir()
-	notPEM := filepath.Join(dir, "not.pem")
-	write(t, notPEM, "hello\n")
-	const pass = "hunter2-s3cret"
-	for _, tc := range []struct {
-		name string
-		cfg  config.Store
-		want string
-	}{
-		{"unknown scheme", config.Store{URL: "http://user:" + pass + "@h:80"}, `unknown scheme "http"`},
-		{"rueidis rejects the URL", config.Store{URL: "redis://:" + pass + "@127.0.0.1:6379/a/b"}, "invalid URL path"},
-		{"bad database", config.Store{URL: "redis://:" + pass + "@127.0.0.1:6379/zero"}, "invalid database number"},
-		{"on_error", config.Store{URL: "redis://127.0.0.1:6379", OnError: "sometimes"}, "sometimes"},
-		{"missing password_file", config.Store{URL: "redis://127.0.0.1:6379", PasswordFile: filepath.Join(dir, "nope")}, "store.password_file"},
-		{"missing ca_file", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CAFile: filepath.Join(dir, "nope")}}, "store.tls.ca_file"},
-		{"ca_file without PEM", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CAFile: notPEM}}, "no PEM certificate"},
-		{"shard given twice", config.Store{URL: "redis://:" + pass + "@127.0.0.1:6379?shard=redis://:" + pass + "@127.0.0.1:6379"}, "given twice"},
-		{"bad shard URL", config.Store{URL: "redis://127.0.0.1:6379?shard=redis://:" + pass + "@127.0.0.1:6379/a/b"}, "shard 2"},
-		{"bad client pair", config.Store{URL: "rediss://127.0.0.1:6379", TLS: &config.TLS{CertFile: notPEM, KeyFile: notPEM}}, "store.tls.cert_file: cannot load it with key_file"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st, closeStore, err := OpenStore(tc.cfg, nil)
-			if err == nil {
-				closeStore()
-				t.Fatalf("opened %T", st)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not say %q", err, tc.want)
-			}
-			if strings.Contains(err.Error(), pass) {
-				t.Errorf("error quotes the password: %q", err)
-			}
-		})
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	for raw, want := range map[string]string{
-		"redis://127.0.0.1:6379":                                   "redis://127.0.0.1:6379",
-		"redis://:pw@127.0.0.1:6379/2":                             "redis://:xxxxx@127.0.0.1:6379/2",
-		"rediss://app:pw@h:6380?addr=h2:1":                         "rediss://app:xxxxx@h:6380?addr=h2:1",
-		"redis://user@h:6379":                                      "redis://user@h:6379",
-		"redis://:p%40ss%3Aw0rd@h:6379":                            "redis://:xxxxx@h:6379",
-		"redis://:pw@h:port":                                       "(unparsable URL)",
-		"memory://":                                                "memory://",
-		"unix://:pw@/var/run/redis.sock":                           "unix://:xxxxx@/var/run/redis.sock",
-		"redis://:with%20space@h:6379/0":                           "redis://:xxxxx@h:6379/0",
-		"redis://:pw@[::1]:6379":                                   "redis://:xxxxx@[::1]:6379",
-		"redis://%3Aodd:pw@127.0.0.1:6379/":                        "redis://%3Aodd:xxxxx@127.0.0.1:6379/",
-		"redis://:pw@a:1?shard=redis://:pw2@b:2&shard=redis://c:3": "redis://:xxxxx@a:1?shard=redis%3A%2F%2F%3Axxxxx%40b%3A2&shard=redis%3A%2F%2Fc%3A3",
-	} {
-		if got := RedactURL(raw); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
-		}
-	}
-	// redact, for library errors that quote the URL: the decoded password
-	// goes, whatever else the message says.
-	err := redact(errors.New("cannot dial redis://:p@ss@h: p@ss rejected"), "redis://:p%40ss@h")
-	if strings.Contains(err.Error(), "p@ss") {
-		t.Errorf("redact left the password: %v", err)
-	}
-	err = redact(errors.New("shard 2: cannot dial redis://:sh4rd@b"), "redis://a:1?shard=redis://:sh4rd@b")
-	if strings.Contains(err.Error(), "sh4rd") {
-		t.Errorf("redact left a shard's password: %v", err)
-	}
-}
 
 // syncLog is a slog sink the Watch goroutine and the test share.
 type syncLog struct {
@@ -157,7 +54,7 @@ func TestReloadStoreChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &syncLog{}
-	s := New(memory.New(), cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	s := New(storestack.Of(memory.New()), cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	const warning = "the store section changed"
 
 	if err := s.Reload(load); err != nil {
@@ -204,27 +101,27 @@ func TestDecideFailClosed(t *testing.T) {
 	down := errors.New("redis is down")
 	fs := failover.New(failingStore{down}, failover.WithMode(failover.FailClosed), failover.WithBreaker(failover.BreakerSettings{MinCalls: 1, Cooldown: time.Hour}))
 	logs := &syncLog{}
-	s := New(fs, cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	s := New(&storestack.Stack{Store: fs, Failover: fs}, cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	p := s.Config().Policy("p")
 	for i := range 2 { // the first reaches the store, the second meets the open breaker
 		res := []sluice.Result{{Allowed: true}}
-		allowed, err := s.Decide(context.Background(), []Check{{Policy: p, Key: "k", Cost: 1}}, res)
-		if allowed || !errors.Is(err, ErrStore) || !errors.Is(err, failover.ErrUnavailable) {
+		allowed, err := s.Decide(context.Background(), []engine.Check{{Policy: p, Key: "k", Cost: 1}}, res)
+		if allowed || !errors.Is(err, engine.ErrStore) || !errors.Is(err, failover.ErrUnavailable) {
 			t.Fatalf("decision %d: %v, %v", i, allowed, err)
 		}
 		if r := res[0]; r.Allowed || !r.Degraded || r.Limit != 3 {
 			t.Fatalf("decision %d: result %+v", i, r)
 		}
 	}
-	if got := testutil.ToFloat64(s.metrics.degraded.WithLabelValues("closed")); got != 2 {
+	if got := metric(t, s, "sluice_store_degraded_decisions_total", "on_error", "closed"); got != 2 {
 		t.Errorf(`sluice_store_degraded_decisions_total{on_error="closed"} = %v, want 2`, got)
 	}
-	if got := testutil.ToFloat64(s.metrics.decisions.WithLabelValues("p", DecisionDenied)); got != 2 {
+	if got := metric(t, s, "sluice_decisions_total", "policy", "p", "decision", observe.DecisionDenied); got != 2 {
 		t.Errorf("denied decisions = %v, want 2", got)
 	}
 	// One call reached the store and failed: one error, with its cause, and
 	// one log line saying it.
-	if got := testutil.ToFloat64(s.metrics.storeErrors.WithLabelValues(CauseError)); got != 1 {
+	if got := metric(t, s, "sluice_store_errors_total", "cause", observe.CauseError); got != 1 {
 		t.Errorf(`sluice_store_errors_total{cause="error"} = %v, want 1`, got)
 	}
 	if out := logs.String(); strings.Count(out, "store call failed") != 1 || !strings.Contains(out, "redis is down") || !strings.Contains(out, "cause=error") {
@@ -233,30 +130,6 @@ func TestDecideFailClosed(t *testing.T) {
 	st := s.Ready(context.Background())
 	if st.Ready || st.Breaker != "open" || st.OnError != "closed" || !strings.Contains(st.Error, "redis is down") {
 		t.Fatalf("Ready = %+v", st)
-	}
-}
-
-// TestStoreErrorLogRateLimited: failed store calls are logged at most once a
-// second, each line saying how many were left out, in every fail mode.
-func TestStoreErrorLogRateLimited(t *testing.T) {
-	for _, mode := range []failover.Mode{failover.FailOpen, failover.FailClosed, failover.FailLocal} {
-		t.Run(mode.String(), func(t *testing.T) {
-			logs := &syncLog{}
-			log := slog.New(slog.NewTextHandler(logs, nil))
-			var l errorLog
-			start := time.Unix(1_700_000_000, 0)
-			down := errors.New("OOM command not allowed when used memory > 'maxmemory'")
-			for i := range 250 { // 2.5 s of failures, one every 10 ms
-				l.log(log, start.Add(time.Duration(i)*10*time.Millisecond), down, storeCause(down), mode.String())
-			}
-			out := logs.String()
-			if n := strings.Count(out, "store call failed"); n != 3 {
-				t.Fatalf("%d log lines for 2.5 s of failures, want 3:\n%s", n, out)
-			}
-			if !strings.Contains(out, "suppressed=99") || !strings.Contains(out, "on_error="+mode.String()) || !strings.Contains(out, "OOM command") {
-				t.Fatalf("log lines lack the count left out, the mode or the cause:\n%s", out)
-			}
-		})
 	}
 }
 

@@ -2,8 +2,10 @@ package service
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -14,7 +16,10 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testwait"
 )
 
 // scrape reads the service's metrics over HTTP, as Prometheus would:
@@ -49,7 +54,7 @@ func decideN(t *testing.T, s *Service, p *config.Policy, keys, n int) {
 	t.Helper()
 	results := make([]sluice.Result, 1)
 	for i := range n {
-		ok, err := s.Decide(context.Background(), []Check{{Policy: p, Key: fmt.Sprint("k", i%keys), Cost: 1}}, results)
+		ok, err := s.Decide(context.Background(), []engine.Check{{Policy: p, Key: fmt.Sprint("k", i%keys), Cost: 1}}, results)
 		if err != nil || !ok {
 			t.Fatalf("%s request %d: allowed %v, %v", p.Name, i, ok, err)
 		}
@@ -79,21 +84,21 @@ policies:
 		return c
 	}
 	cfg := file("3s")
-	if err := CheckStore(cfg, cfg.Store); err != nil {
+	if err := storestack.Check(cfg, cfg.Store); err != nil {
 		t.Fatal(err)
 	}
-	st, closeStore, err := OpenStore(cfg.Store, nil)
+	st, err := storestack.Open(cfg.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer st.Close()
 	s := New(st, cfg)
 	const n = 200
 	decideN(t, s, cfg.Policies["own"], 1, n)
 	// A lease renewed in the background may still be on its way to Redis:
 	// wait until every store call the lease layer made has been timed.
 	var m map[string]float64
-	eventually(t, "every lease store call timed", func() bool {
+	testwait.Until(t, "every lease store call timed", func() bool {
 		m = scrape(t, s)
 		return m["sluice_store_call_duration_seconds_count"] == m["sluice_lease_store_calls_total"]
 	})
@@ -137,11 +142,11 @@ func TestMemoryMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, closeStore, err := OpenStore(cfg.Store, nil)
+	st, err := storestack.Open(cfg.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer st.Close()
 	s := New(st, cfg)
 	decideN(t, s, cfg.Policies["p"], 7, 7)
 	m := scrape(t, s)
@@ -151,7 +156,9 @@ func TestMemoryMetrics(t *testing.T) {
 	if m[`sluice_memory_bytes{store="memory"}`] <= 0 {
 		t.Errorf("memory bytes %v, want some", m[`sluice_memory_bytes{store="memory"}`])
 	}
-	for _, name := range []string{`sluice_memory_evictions_total{store="memory"}`, `sluice_memory_refused_total{store="memory"}`} {
+	for _, name := range []string{`sluice_memory_evictions_total{store="memory"}`, `sluice_memory_refused_total{store="memory"}`,
+		`sluice_memory_compact_keys{store="memory"}`, `sluice_memory_spilled_total{store="memory"}`,
+		`sluice_memory_demoted_total{store="memory"}`, `sluice_memory_folded_total{store="memory"}`} {
 		if v, ok := m[name]; !ok || v != 0 {
 			t.Errorf("%s = %v (present %v), want 0", name, v, ok)
 		}
@@ -163,6 +170,38 @@ func TestMemoryMetrics(t *testing.T) {
 	}
 }
 
+// TestMemoryStoreUnderPressure: a flood of new keys that may not be forgotten
+// fills the memory store's exact part; the keys after it are admitted and kept
+// in its compact part, which /metrics shows (sluice_memory_spilled_total is
+// what the SluiceMemoryStoreFull alert watches), and the store logs it once,
+// naming itself, not once per key.
+func TestMemoryStoreUnderPressure(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte("store: {max_keys: 1024}\npolicies:\n  - {name: login, algorithm: sliding_log, limit: 5, period: 15m}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	st, err := storestack.Open(cfg.Store, storestack.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := New(st, cfg)
+	decideN(t, s, cfg.Policies["login"], 5000, 5000) // each admitted: 1 of 5 used, never safe to forget
+	m := scrape(t, s)
+	spilled, compact := m[`sluice_memory_spilled_total{store="memory"}`], m[`sluice_memory_compact_keys{store="memory"}`]
+	if keys := m[`sluice_memory_keys{store="memory"}`]; keys > 1024 || spilled < 5000-1024 || compact < spilled {
+		t.Errorf("%v exact keys, %v spilled, %v compact: want at most 1024 exact, the rest spilled and held", keys, spilled, compact)
+	}
+	if m[`sluice_memory_compact_slots{store="memory"}`] < 10*1024 || m[`sluice_memory_refused_total{store="memory"}`] != 0 {
+		t.Errorf("compact slots %v, refused %v: want room for ten times the keys, none refused",
+			m[`sluice_memory_compact_slots{store="memory"}`], m[`sluice_memory_refused_total{store="memory"}`])
+	}
+	if n := strings.Count(logs.String(), "msg=\"memory store full"); n != 1 || !strings.Contains(logs.String(), "store=memory") {
+		t.Errorf("want one pressure warning naming the store, got %d:\n%s", n, &logs)
+	}
+}
+
 // TestPolicyLeaseNeedsStoreLease: a policy's lease section without
 // store.lease is refused, naming the policy's file and line.
 func TestPolicyLeaseNeedsStoreLease(t *testing.T) {
@@ -170,7 +209,7 @@ func TestPolicyLeaseNeedsStoreLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = CheckStore(cfg, cfg.Store)
+	err = storestack.Check(cfg, cfg.Store)
 	if err == nil || !strings.Contains(err.Error(), "c.yaml:3") || !strings.Contains(err.Error(), "set store.lease") {
 		t.Fatalf("got %v, want an error at c.yaml:3 asking for store.lease", err)
 	}

@@ -13,13 +13,11 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/httpapi"
-	"github.com/sluicehq/sluice/internal/service"
 	"github.com/sluicehq/sluice/internal/tracing"
-	"github.com/sluicehq/sluice/memory"
 )
 
 func TestHTTPCheckSpans(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
+	svc, rec := traced(t, memoryStack, false)
 	srv := httptest.NewServer(httpapi.New(svc))
 	defer srv.Close()
 	body := `{"checks":[{"policy":"per_user","key":"` + secretKey + `"},{"policy":"per_user_shadow","key":"` + secretKey + `"}]}`
@@ -60,7 +58,7 @@ func TestHTTPCheckSpans(t *testing.T) {
 }
 
 func TestHTTPCheckKeysWhenAsked(t *testing.T) {
-	svc, rec := traced(t, memory.New(), true)
+	svc, rec := traced(t, memoryStack, true)
 	srv := httptest.NewServer(httpapi.New(svc))
 	defer srv.Close()
 	if got := check(t, srv, `{"policy":"per_user","key":"`+secretKey+`"}`); got != 200 {
@@ -74,7 +72,7 @@ func TestHTTPCheckKeysWhenAsked(t *testing.T) {
 }
 
 func TestHTTPBadRequestSpan(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
+	svc, rec := traced(t, memoryStack, false)
 	srv := httptest.NewServer(httpapi.New(svc))
 	defer srv.Close()
 	if got := check(t, srv, `{"policy":"nope","key":"`+secretKey+`"}`); got != 404 {
@@ -90,7 +88,7 @@ func TestHTTPBadRequestSpan(t *testing.T) {
 // TestHTTPInvalidCheckSpan: a check the store refuses (an empty key) is the
 // client's mistake: its cause is recorded, but it is no error of the span.
 func TestHTTPInvalidCheckSpan(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
+	svc, rec := traced(t, memoryStack, false)
 	srv := httptest.NewServer(httpapi.New(svc))
 	defer srv.Close()
 	if got := check(t, srv, `{"policy":"per_user","key":""}`); got != 400 {
@@ -129,12 +127,7 @@ func TestDegradedSpans(t *testing.T) {
 	}{{"local", 200, true, nil}, {"open", 200, true, nil}, {"closed", 503, false, nil},
 		{"local", 200, true, &config.Lease{}}, {"closed", 503, false, &config.Lease{}}} {
 		t.Run(fmt.Sprintf("%s/lease=%v", c.onError, c.lease != nil), func(t *testing.T) {
-			store, closeStore, err := service.OpenStore(config.Store{URL: deadRedis(t), OnError: c.onError, Lease: c.lease}, quiet)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeStore()
-			svc, rec := traced(t, store, false)
+			svc, rec := traced(t, openStack(t, config.Store{URL: deadRedis(t), OnError: c.onError, Lease: c.lease}), false)
 			srv := httptest.NewServer(httpapi.New(svc))
 			defer srv.Close()
 			if got := check(t, srv, `{"policy":"per_user","key":"`+secretKey+`"}`); got != c.status {
@@ -164,7 +157,7 @@ func TestDegradedSpans(t *testing.T) {
 // TestHTTPNotSampled: a caller whose traceparent says "not sampled" gets its
 // answer, and no span is recorded (the default sampler follows the parent).
 func TestHTTPNotSampled(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
+	svc, rec := traced(t, memoryStack, false)
 	srv := httptest.NewServer(httpapi.New(svc))
 	defer srv.Close()
 	req, err := http.NewRequest("POST", srv.URL+"/v1/check", strings.NewReader(`{"policy":"per_user","key":"k"}`))

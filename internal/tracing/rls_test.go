@@ -16,7 +16,6 @@ import (
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/service"
 	"github.com/sluicehq/sluice/internal/tracing"
-	"github.com/sluicehq/sluice/memory"
 )
 
 // rls serves svc's RLS on 127.0.0.1 and returns a client.
@@ -39,7 +38,7 @@ func rls(t *testing.T, svc *service.Service) rlsv3.RateLimitServiceClient {
 }
 
 func TestRLSSpans(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
+	svc, rec := traced(t, memoryStack, false)
 	client := rls(t, svc)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", traceparent)
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
@@ -78,7 +77,7 @@ func TestRLSSpans(t *testing.T) {
 }
 
 func TestRLSInvalidRequestSpan(t *testing.T) {
-	svc, rec := traced(t, memory.New(), false)
+	svc, rec := traced(t, memoryStack, false)
 	client := rls(t, svc)
 	if _, err := client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge"}); err == nil {
 		t.Fatal("a request without descriptors was accepted")
@@ -98,12 +97,7 @@ func TestRLSInvalidRequestSpan(t *testing.T) {
 // TestRLSDegradedSpan: failing closed, Envoy is told OVER_LIMIT, and the
 // span says the fail policy decided it.
 func TestRLSDegradedSpan(t *testing.T) {
-	store, closeStore, err := service.OpenStore(config.Store{URL: deadRedis(t), OnError: "closed"}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeStore()
-	svc, rec := traced(t, store, false)
+	svc, rec := traced(t, openStack(t, config.Store{URL: deadRedis(t), OnError: "closed"}), false)
 	resp, err := rls(t, svc).ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
 		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: secretEnvoyKey}}}}})
 	if err != nil {

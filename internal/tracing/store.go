@@ -19,28 +19,21 @@ const (
 )
 
 // Store traces every Decide and DecideAll of a store: a span each, with the
-// policies, the outcome, and, when the store is a failover.Store (or leases
-// over one) that had its fail policy decide, that policy.
+// policies, the outcome, and, when the store's fail policy decided, that
+// policy.
 type Store struct {
 	inner sluice.Store
 	t     *Tracer
-	mode  string // the fail policy, for a failover.Store
+	mode  string // the fail policy under inner; "none" or "" without one
 }
 
-// WrapStore returns inner traced by t, or inner itself when t is nil (off).
-func (t *Tracer) WrapStore(inner sluice.Store) sluice.Store {
-	if t == nil {
-		return inner
-	}
-	s := &Store{inner: inner, t: t}
-	fail := inner
-	if ls, ok := inner.(interface{ Remote() sluice.Store }); ok {
-		fail = ls.Remote() // leases (package lease) over the fail policy
-	}
-	if fs, ok := fail.(*failover.Store); ok {
-		s.mode = fs.Mode().String()
-	}
-	return s
+// Tracer returns the tracer s records on.
+func (s *Store) Tracer() *Tracer { return s.t }
+
+// WrapStore returns inner traced by t; failMode names the fail policy
+// (store.on_error) inside inner, which spans name when it decided.
+func (t *Tracer) WrapStore(inner sluice.Store, failMode string) *Store {
+	return &Store{inner: inner, t: t, mode: failMode}
 }
 
 // Decide implements sluice.Store.

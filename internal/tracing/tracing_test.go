@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/internal/tracing"
 	"github.com/sluicehq/sluice/memory"
 )
@@ -71,13 +72,34 @@ func loadConfig(t *testing.T) *config.Config {
 	return cfg
 }
 
-// traced is a Service on store whose spans go to an in-process recorder.
-func traced(t *testing.T, store sluice.Store, keys bool) (*service.Service, *tracetest.SpanRecorder) {
+// traced is a Service on the stack stack builds with its tracer, whose
+// spans go to an in-process recorder.
+func traced(t *testing.T, stack func(*tracing.Tracer) *storestack.Stack, keys bool) (*service.Service, *tracetest.SpanRecorder) {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	return service.New(store, loadConfig(t), service.WithLogger(quiet), service.WithTracing(tp, keys)), rec
+	tr := tracing.New(tp, keys)
+	return service.New(stack(tr), loadConfig(t), service.WithLogger(quiet)), rec
+}
+
+// memoryStack is a memory store traced by tr.
+func memoryStack(tr *tracing.Tracer) *storestack.Stack {
+	return storestack.Of(memory.New(), storestack.WithTracer(tr))
+}
+
+// openStack returns the stack of st, opened as serve opens it, traced by
+// the tracer it is given, and closed at cleanup.
+func openStack(t *testing.T, st config.Store) func(*tracing.Tracer) *storestack.Stack {
+	return func(tr *tracing.Tracer) *storestack.Stack {
+		t.Helper()
+		s, err := storestack.Open(st, storestack.WithLogger(quiet), storestack.WithTracer(tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
 }
 
 // check posts body to /v1/check on srv with traceparent, and returns the status.
@@ -181,11 +203,11 @@ func noKeys(t *testing.T, spans []sdktrace.ReadOnlySpan, key string) {
 // the store are exactly what they are without tracing.
 func TestOff(t *testing.T) {
 	store := memory.New()
-	svc := service.New(store, loadConfig(t), service.WithLogger(quiet))
+	svc := service.New(storestack.Of(store), loadConfig(t), service.WithLogger(quiet))
 	if svc.Tracer() != nil {
 		t.Fatal("tracing is on by default")
 	}
-	if svc.TracedStore() != sluice.Store(store) {
+	if svc.Stack().Decider() != sluice.Store(store) {
 		t.Errorf("the store is wrapped with tracing off")
 	}
 	var tr *tracing.Tracer

@@ -18,6 +18,8 @@ import (
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/httpapi"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
 	"github.com/sluicehq/sluice/memory"
@@ -30,7 +32,7 @@ func TestVersionOverBoundsNACKed(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0")
 	cp.Set("v1", xdstest.Domain("edge", "user", "", 3))
 	n := startNodeWithin(t, cp.Addr, xdsconfig.Limits{Descriptors: 1000})
-	xdstest.WaitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "alice") == 3 })
+	testwait.Until(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "alice") == 3 })
 	n.expect("edge", "user", "alice", ok)
 	before := n.svc.Config()
 
@@ -38,7 +40,7 @@ func TestVersionOverBoundsNACKed(t *testing.T) {
 	big.Descriptors[0].Value = "" // user with any value: 1 a minute, were it applied
 	cp.Set("v2", big)
 	var nack *discovery.DiscoveryRequest
-	xdstest.WaitFor(t, "the NACK of v2", func() bool {
+	testwait.Until(t, "the NACK of v2", func() bool {
 		nack = cp.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetErrorDetail() != nil })
 		return nack != nil
 	})
@@ -80,7 +82,7 @@ func TestDecisionsContinueWhileAVersionApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := service.New(memory.New(), files, service.WithLogger(quiet))
+	svc := service.New(storestack.Of(memory.New()), files, service.WithLogger(quiet))
 	rls := envoyrls.New(svc)
 	web := httptest.NewServer(httpapi.New(svc))
 	t.Cleanup(web.Close)
@@ -154,7 +156,7 @@ func TestDecisionsContinueWhileAVersionApplies(t *testing.T) {
 	stream(&a.policies, func() string { return httpCall("GET", "/v1/policies", "") })
 
 	cp.Set("v2", xdstest.Domain("edge", "remote_address", "", 1<<30), flat("big", 20_000))
-	xdstest.WaitFor(t, "v2 in force", func() bool { return done.Load() != nil })
+	testwait.Until(t, "v2 in force", func() bool { return done.Load() != nil })
 	cancel()
 	select {
 	case problem := <-fail:

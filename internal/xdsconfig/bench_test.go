@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
 	"github.com/sluicehq/sluice/memory"
@@ -28,7 +29,7 @@ func BenchmarkVersionApplied(b *testing.B) {
 		b.Run(fmt.Sprintf("descriptors=%d", n), func(b *testing.B) {
 			cp := xdstest.Start(b, "127.0.0.1:0")
 			files, _ := config.ParseDocuments()
-			svc := service.New(memory.New(), files, service.WithLogger(quiet))
+			svc := service.New(storestack.Of(memory.New()), files, service.WithLogger(quiet))
 			applied := make(chan struct{}, 1)
 			c, err := xdsconfig.New(xdsconfig.Options{Server: cp.Addr, NodeID: xdstest.NodeID, Logger: quiet,
 				Apply: func(cfg *config.Config) error {
@@ -81,7 +82,7 @@ func BenchmarkVersionCost(b *testing.B) {
 			res := anyOf(b, flat("edge", n))
 			lim := xdsconfig.Limits{Descriptors: n, Bytes: 1 << 40}
 			files, _ := config.ParseDocuments()
-			svc := service.New(memory.New(), files, service.WithLogger(quiet))
+			svc := service.New(storestack.Of(memory.New()), files, service.WithLogger(quiet))
 			base := heapBytes(true)
 			var peak atomic.Uint64
 			stop := sampleHeap(&peak)

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/reconnect"
 )
 
 // Backoff bounds between attempts to reach the management server: the wait
@@ -130,43 +130,20 @@ func (c *Client) Applied() <-chan struct{} { return c.applied }
 // Run subscribes and applies every version the server sends until ctx ends,
 // reconnecting whenever the stream is lost.
 func (c *Client) Run(ctx context.Context) {
-	failures := 0
+	backoff := reconnect.Backoff(MinBackoff, MaxBackoff)
 	for ctx.Err() == nil {
 		received, err := c.stream(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if received {
-			failures = 0 // the server was there: start the backoff afresh
+			backoff.Reset() // the server was there: start the backoff afresh
 		}
-		wait := backoff(failures)
-		failures++
+		wait := backoff.NextBackOff()
 		c.log.Warn("xDS stream lost; reconnecting", "error", err, "retry_in", wait.Round(time.Millisecond))
-		if !sleep(ctx, wait) {
+		if !reconnect.Sleep(ctx, wait) {
 			return
 		}
-	}
-}
-
-// backoff is the wait before attempt n+1 after n failures in a row.
-func backoff(n int) time.Duration {
-	d := MaxBackoff
-	if n < 20 {
-		d = min(MinBackoff<<n, MaxBackoff)
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits d, or less when ctx ends first; it reports whether ctx is
-// still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
@@ -233,7 +210,7 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 			"domains", len(cfg.Domains), "policies", len(cfg.Policies))
 		return c.request(version, resp.GetNonce(), nil)
 	}
-	if version == c.rejected && !sleep(ctx, repeatNACKDelay) {
+	if version == c.rejected && !reconnect.Sleep(ctx, repeatNACKDelay) {
 		return nil
 	}
 	c.rejected = version

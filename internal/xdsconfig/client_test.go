@@ -22,6 +22,8 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/internal/xdsconfig"
 	"github.com/sluicehq/sluice/internal/xdstest"
 	"github.com/sluicehq/sluice/memory"
@@ -64,7 +66,7 @@ func startNodeAs(t *testing.T, addr string, files *config.Config, lim xdsconfig.
 		}
 	}
 	clock := storetest.NewClock(storetest.Epoch)
-	svc := service.New(memory.New(memory.WithClock(clock)), files, service.WithLogger(quiet))
+	svc := service.New(storestack.Of(memory.New(memory.WithClock(clock))), files, service.WithLogger(quiet))
 	reg := prometheus.NewRegistry()
 	c, err := xdsconfig.New(xdsconfig.Options{Server: addr, NodeID: xdstest.NodeID, Apply: svc.ApplyDynamic, Logger: quiet,
 		Registerer: reg, Limits: lim})
@@ -147,10 +149,10 @@ func TestAppliesAndDecides(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0")
 	cp.Set("v1", xdstest.Domain("edge", "remote_address", "", 2))
 	n := startNode(t, cp.Addr, nil)
-	xdstest.WaitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "remote_address", "10.0.0.1") == 2 })
+	testwait.Until(t, "v1 applied", func() bool { return n.limitOf("edge", "remote_address", "10.0.0.1") == 2 })
 	n.expect("edge", "remote_address", "10.0.0.1", ok, ok, over)
 	n.expect("edge", "remote_address", "10.0.0.2", ok)
-	xdstest.WaitFor(t, "the ACK of v1", func() bool { return cp.Seen(acked("v1")) != nil })
+	testwait.Until(t, "the ACK of v1", func() bool { return cp.Seen(acked("v1")) != nil })
 	if r := cp.Seen(acked("v1")); r.GetNode().GetId() != xdstest.NodeID || r.GetTypeUrl() != xdsconfig.TypeURL {
 		t.Errorf("ACK from node %q for %q", r.GetNode().GetId(), r.GetTypeUrl())
 	}
@@ -164,7 +166,7 @@ func TestApplied(t *testing.T) {
 	bad.Descriptors[0].RateLimit.Unit = rlsconf.RateLimitUnit_UNKNOWN
 	cp.Set("v1", bad)
 	n := startNode(t, cp.Addr, nil)
-	xdstest.WaitFor(t, "the NACK of v1", func() bool {
+	testwait.Until(t, "the NACK of v1", func() bool {
 		return cp.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetErrorDetail() != nil }) != nil
 	})
 	select {
@@ -190,7 +192,7 @@ func TestNACKKeepsDecisions(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0")
 	cp.Set("v1", xdstest.Domain("edge", "user", "", 3))
 	n := startNode(t, cp.Addr, nil)
-	xdstest.WaitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "alice") == 3 })
+	testwait.Until(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "alice") == 3 })
 	n.expect("edge", "user", "alice", ok)
 	before := n.svc.Config()
 
@@ -199,7 +201,7 @@ func TestNACKKeepsDecisions(t *testing.T) {
 	bad.Descriptors[0].RateLimit.Unit = rlsconf.RateLimitUnit_UNKNOWN
 	cp.Set("v2", bad)
 	var nack *discovery.DiscoveryRequest
-	xdstest.WaitFor(t, "the NACK of v2", func() bool {
+	testwait.Until(t, "the NACK of v2", func() bool {
 		nack = cp.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetErrorDetail() != nil })
 		return nack != nil
 	})
@@ -215,10 +217,10 @@ func TestNACKKeepsDecisions(t *testing.T) {
 	n.expect("edge", "user", "alice", ok, ok, over) // still 3 a minute, counted across
 
 	cp.Set("v3", xdstest.Domain("edge", "user", "", 5))
-	xdstest.WaitFor(t, "v3 applied", func() bool { return n.limitOf("edge", "user", "alice") == 5 })
+	testwait.Until(t, "v3 applied", func() bool { return n.limitOf("edge", "user", "alice") == 5 })
 	// The counter is kept (same policy name): 3 used of the new 5.
 	n.expect("edge", "user", "alice", ok, ok, over)
-	xdstest.WaitFor(t, "the ACK of v3", func() bool { return cp.Seen(acked("v3")) != nil })
+	testwait.Until(t, "the ACK of v3", func() bool { return cp.Seen(acked("v3")) != nil })
 	if acc, rej := n.metric("sluice_xds_updates_total", "accepted"), n.metric("sluice_xds_updates_total", "rejected"); acc < 2 || rej < 1 {
 		t.Errorf("updates: %v accepted, %v rejected; want 2 and at least 1", acc, rej)
 	}
@@ -234,15 +236,15 @@ func TestReconnects(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0")
 	cp.Set("v1", xdstest.Domain("edge", "user", "", 2))
 	n := startNode(t, cp.Addr, nil)
-	xdstest.WaitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "bob") == 2 })
-	xdstest.WaitFor(t, "the ACK of v1", func() bool { return cp.Seen(acked("v1")) != nil })
+	testwait.Until(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "bob") == 2 })
+	testwait.Until(t, "the ACK of v1", func() bool { return cp.Seen(acked("v1")) != nil })
 	cp.Stop()
 	n.expect("edge", "user", "bob", ok, ok, over)
-	xdstest.WaitFor(t, "sluice_xds_connected 0", func() bool { return n.metric("sluice_xds_connected", "") == 0 })
+	testwait.Until(t, "sluice_xds_connected 0", func() bool { return n.metric("sluice_xds_connected", "") == 0 })
 
 	again := xdstest.Start(t, cp.Addr)
 	again.Set("v2", xdstest.Domain("edge", "user", "", 4))
-	xdstest.WaitFor(t, "v2 applied", func() bool { return n.limitOf("edge", "user", "bob") == 4 })
+	testwait.Until(t, "v2 applied", func() bool { return n.limitOf("edge", "user", "bob") == 4 })
 	n.expect("edge", "user", "bob", ok, ok, over)
 	resub := again.Seen(func(r *discovery.DiscoveryRequest) bool { return r.GetResponseNonce() == "" })
 	if resub == nil || resub.GetVersionInfo() != "v1" {
@@ -277,7 +279,7 @@ policies:
 	cp := xdstest.Start(t, "127.0.0.1:0")
 	cp.Set("v1", xdstest.Domain("edge", "user", "", 3), xdstest.Domain("api", "path", "/x", 2))
 	n := startNode(t, cp.Addr, files)
-	xdstest.WaitFor(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "u") == 3 })
+	testwait.Until(t, "v1 applied", func() bool { return n.limitOf("edge", "user", "u") == 3 })
 	if got := n.limitOf("api", "path", "/x"); got != 2 {
 		t.Errorf("api limit %d, want 2", got)
 	}
@@ -286,11 +288,11 @@ policies:
 	}
 
 	cp.Set("v2", xdstest.Domain("api", "path", "/x", 2))
-	xdstest.WaitFor(t, "edge back from the files", func() bool { return n.limitOf("edge", "user", "u") == 1 })
+	testwait.Until(t, "edge back from the files", func() bool { return n.limitOf("edge", "user", "u") == 1 })
 
 	before := n.svc.Config()
 	cp.Set("v3", xdstest.Domain("clash", "user", "", 9))
-	xdstest.WaitFor(t, "the NACK of v3", func() bool {
+	testwait.Until(t, "the NACK of v3", func() bool {
 		return cp.Seen(func(r *discovery.DiscoveryRequest) bool {
 			return r.GetErrorDetail() != nil && strings.Contains(r.GetErrorDetail().GetMessage(), `"clash.user"`)
 		}) != nil
@@ -315,5 +317,5 @@ func TestLargeVersion(t *testing.T) {
 	cp := xdstest.Start(t, "127.0.0.1:0")
 	cp.Set("v1", rc)
 	n := startNode(t, cp.Addr, nil)
-	xdstest.WaitFor(t, "the large version applied", func() bool { return n.limitOf("big", "k", fmt.Sprint(4999, long)) == 3 })
+	testwait.Until(t, "the large version applied", func() bool { return n.limitOf("big", "k", fmt.Sprint(4999, long)) == 3 })
 }

@@ -119,19 +119,6 @@ func (cp *ControlPlane) Seen(ok func(*discovery.DiscoveryRequest) bool) *discove
 	return nil
 }
 
-// WaitFor polls cond until it holds, failing the test after a generous
-// deadline: the machine may be loaded, so nothing is assumed about speed.
-func WaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Domain is a RateLimitConfig with one descriptor, key=value, limited
 // to perMinute requests a minute.
 func Domain(domain, key, value string, perMinute uint32) *rlsconf.RateLimitConfig {

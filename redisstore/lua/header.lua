@@ -1,8 +1,9 @@
 -- Sluice: helpers shared by every script. The function library (Redis 7+)
--- is this header, every algorithm's file, main.lua, reserve.lua, batch.lua and
--- reset.lua, loaded once; a script (EVALSHA, the fall-back) is the files it
--- needs and one line calling decide_one, reserve_one, decide_batch or
--- reset_key. scripts.go assembles them.
+-- is this header, every algorithm's file, main.lua, reserve.lua, batch.lua,
+-- reset.lua and slots.lua, loaded once; a script (EVALSHA, the fall-back) is
+-- the files it needs and one line calling decide_one, reserve_one,
+-- decide_batch, reset_key, acquire_slot or release_slot. scripts.go
+-- assembles them.
 --
 -- Lua numbers are doubles. Every quantity here is an integer below 2^53
 -- (sluice.Policy.Validate sees to that), so + - * are exact and division goes

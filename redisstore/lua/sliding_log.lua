@@ -91,19 +91,21 @@ ALG.sl = {
   end,
 
   -- refund removes the entry admitted at ref1 with running total ref2. The
-  -- entries pushed after it carry its cost in their running totals: take it out.
+  -- entries pushed after it carry its cost in their running totals: take it
+  -- out. Its own running total is ref2 no more once an entry before it was
+  -- refunded (two sets racing on one key, the first refunded first), so it is
+  -- found by its time and cost: entries of one time and cost are
+  -- interchangeable, as they leave the period together.
   refund = function(key, P, L, C, T, n, ts, cum, now)
-    local target = enc3(ts, n, cum)
     local len = redis.call('LLEN', key)
     local i = len - 1
     while i >= 0 do
-      local v = redis.call('LINDEX', key, i)
-      if v == target then
-        break
-      end
-      local _, _, c = sl_parse(v)
-      if c < cum then
+      local ets, ecost = sl_at(key, i)
+      if ets < ts then
         return -- older than the entry: it has already left
+      end
+      if ets == ts and ecost == n then
+        break
       end
       i = i - 1
     end
@@ -114,7 +116,9 @@ ALG.sl = {
       local ets, ecost, ecum = sl_at(key, j)
       redis.call('LSET', key, j, enc3(ets, ecost, ecum - n))
     end
-    redis.call('LREM', key, -1, target)
+    -- Marked, then removed: a later entry may now read the same bytes.
+    redis.call('LSET', key, i, 'refunded')
+    redis.call('LREM', key, 1, 'refunded')
     if len == 1 then
       return -- the list was that entry alone, and Redis deleted the empty key
     end

@@ -28,7 +28,7 @@ func main() {
 	keys := flag.Int("keys", 3_000_000, "distinct keys to send, one decision each")
 	maxKeys := flag.Int("max-keys", memory.DefaultMaxKeys, "memory.WithMaxKeys")
 	maxBytes := flag.Int64("max-bytes", memory.DefaultMaxBytes, "memory.WithMaxBytes")
-	limit := flag.Int64("limit", 1000, "the attacked policy's limit per hour (under 64: keys are never safe to drop, new ones are refused)")
+	limit := flag.Int64("limit", 1000, "the attacked policy's limit per hour (under 64: keys are never safe to drop, new ones go to the compact part)")
 	flag.Parse()
 	if *keyLen < 12 || *keyLen > sluice.MaxKeyLen {
 		log.Fatalf("-keylen must be between 12 and %d", sluice.MaxKeyLen)
@@ -67,9 +67,9 @@ func report(s *memory.Store, sent, denied int, took time.Duration) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	st := s.Stats()
-	fmt.Printf("sent %d keys in %v (%d denied): store holds %d keys, charged %.1f MiB of %.0f MiB (%d evicted, %d refused); heap in use %.1f MiB; RSS %s, peak %s\n",
-		sent, took.Round(time.Millisecond), denied, st.Keys, mib(st.Bytes), mib(st.MaxBytes), st.Evicted, st.Refused,
-		mib(int64(m.HeapInuse)), procStatus("VmRSS"), procStatus("VmHWM"))
+	fmt.Printf("sent %d keys in %v (%d denied): store holds %d keys exactly and %d compactly (of %d), charged %.1f MiB of %.0f MiB (%d evicted, %d spilled, %d folded, %d refused); heap in use %.1f MiB; RSS %s, peak %s\n",
+		sent, took.Round(time.Millisecond), denied, st.Keys, st.ColdKeys, st.ColdSlots, mib(st.Bytes), mib(st.MaxBytes),
+		st.Evicted, st.Spilled, st.Folded, st.Refused, mib(int64(m.HeapInuse)), procStatus("VmRSS"), procStatus("VmHWM"))
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }

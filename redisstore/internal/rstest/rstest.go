@@ -57,7 +57,7 @@ func Conformance(t *testing.T, tg Target) {
 // holding (policy, key) expires (PEXPIREAT w keeps it through millisecond w).
 func TTL(t *testing.T, tg Target, s *redisstore.Store, clock sluice.Clock) func(policy, key string) (time.Duration, bool) {
 	return func(policy, key string) (time.Duration, bool) {
-		for _, a := range sluice.Algorithms {
+		for _, a := range append(sluice.Algorithms[:len(sluice.Algorithms):len(sluice.Algorithms)], sluice.Concurrency) {
 			k := s.Key(&sluice.Policy{Name: policy, Algorithm: a}, key)
 			switch when := tg.ExpireTime(t, k); when {
 			case -2:
