@@ -102,9 +102,16 @@ func testTwoNodes(t *testing.T, srv *redistest.Server) {
 		keys    int
 		perTTL  int // requests per key and TTL, both nodes together
 		windows int
-	}{{"ColdKeys", 100, 2, 3}, {"WarmKeys", 20, 10, 3}} {
+		limit   int64
+	}{
+		{"ColdKeys", 100, 2, 3, 20},
+		{"WarmKeys", 20, 10, 3, 20},
+		// 1.2× the limit: a unit a lease holds unused at the window's end
+		// is one the key's other node was denied.
+		{"NearLimit", 20, 6, 3, 100},
+	} {
 		t.Run(load.name, func(t *testing.T) {
-			p := sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 20, Period: time.Second}
+			p := sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: load.limit, Period: time.Second}
 			clock := storetest.NewClock(storetest.Epoch)
 			c := newCluster(openRedis(t, srv, clock, 5*time.Second), clock, 2)
 			ttl := c.nodes[0].TTL(&p)

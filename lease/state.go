@@ -105,10 +105,12 @@ func (l *lease) worth(g giveBack, now int64) giveBack {
 	return g
 }
 
-// filling reports whether a fixed window is on course to reach its limit
-// before it ends, by what it had used at the store's last answer (all nodes
-// together) for the time it had been open: then every unit counts, and one
-// stranded is one another node is denied.
+// filling reports whether a fixed window may reach its limit before it ends,
+// by what it had used at the store's last answer (all nodes together) for
+// the time it had been open: on course for three quarters of it or more,
+// as a rate measured early in a window (a key turning warm, calls on their
+// way) reads low. Then every unit counts, and one stranded is one another
+// node is denied.
 func (l *lease) filling(now int64) bool {
 	P := l.policy.Period.Microseconds()
 	opened := l.windowEnd - P
@@ -116,7 +118,7 @@ func (l *lease) filling(now int64) bool {
 		return false
 	}
 	used := l.policy.Limit - l.seenLeft
-	return float64(used)*float64(P) >= float64(l.policy.Limit)*float64(max(1, l.seenAt-opened))
+	return 4*float64(used)*float64(P) >= 3*float64(l.policy.Limit)*float64(max(1, l.seenAt-opened))
 }
 
 // settle decides a request of cost with the store's answer to a reservation
