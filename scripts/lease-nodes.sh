@@ -14,7 +14,8 @@
 #	         one run: VARIANTS="base lease redis memory" BASE=main)
 #	base-redis  as redis, built from BASE
 #
-# (interleaved, so a busy machine weighs on all alike) starts the two nodes and
+# (interleaved, each round starting with the next variant, so a busy machine
+# weighs on all alike) starts the two nodes and
 # runs, against both at once,
 #
 #	sluice bench --target http://NODE --policy bench --concurrency 64 \
@@ -153,7 +154,11 @@ for round in $(seq "$ROUNDS"); do
 		args=(--keys "$KEYS")
 		[[ $load == hot ]] && args+=(--hot 1)
 		[[ $load == zipf ]] && args+=(--keys-dist zipf)
-		for variant in $VARIANTS; do
+		# Each round starts with the next variant, so none always runs first
+		# (after another load's run) or last.
+		read -ra vs <<<"$VARIANTS"
+		for ((i = 0; i < ${#vs[@]}; i++)); do
+			variant=${vs[(i + round - 1) % ${#vs[@]}]}
 			cli FLUSHALL >/dev/null
 			start "$variant"
 			if [[ $WARMUP != 0s && $WARMUP != 0 ]]; then
