@@ -18,6 +18,11 @@ import (
 // ServiceName is the gRPC service name of the rate limit quota service.
 const ServiceName = "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"
 
+// StreamMethod is the full name of its one method, a stream as long-lived
+// as the Envoy: a server's limit on an RPC's duration must spare it (its
+// first report has WithFirstReportTimeout instead).
+const StreamMethod = "/" + ServiceName + "/StreamRateLimitQuotas"
+
 // Defaults of the caps; see the With… options.
 const (
 	DefaultMaxBuckets         = 1000
