@@ -132,8 +132,8 @@ type envoyBucket struct {
 	pushes  int // assignments received for it
 }
 
-// dial opens an Envoy's stream to n for domain.
-func dial(t *testing.T, n *node, domain string) *envoy {
+// openStream opens a rate limit quota stream to n; cancel ends it.
+func openStream(t *testing.T, n *node) (grpc.BidiStreamingClient[rlqsv3.RateLimitQuotaUsageReports, rlqsv3.RateLimitQuotaResponse], context.CancelFunc) {
 	t.Helper()
 	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -146,6 +146,13 @@ func dial(t *testing.T, n *node, domain string) *envoy {
 		cancel()
 		t.Fatal(err)
 	}
+	return stream, cancel
+}
+
+// dial opens an Envoy's stream to n for domain.
+func dial(t *testing.T, n *node, domain string) *envoy {
+	t.Helper()
+	stream, cancel := openStream(t, n)
 	e := &envoy{t: t, stream: stream, domain: domain, clock: storetest.NewClock(time.Unix(1e9, 0)), cancel: cancel,
 		done: make(chan struct{}), buckets: make(map[string]*envoyBucket)}
 	go e.receive()

@@ -1,7 +1,6 @@
 package rlqs
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -21,11 +19,6 @@ import (
 
 func refused(n *node, reason string) float64 {
 	return testutil.ToFloat64(n.srv.metrics.refused.WithLabelValues(reason))
-}
-
-func isRule(s *typev3.RateLimitStrategy, rule typev3.RateLimitStrategy_BlanketRule) bool {
-	b, ok := s.GetStrategy().(*typev3.RateLimitStrategy_BlanketRule_)
-	return ok && b.BlanketRule == rule
 }
 
 // waitStrategy waits for e's active assignment on id and returns its
@@ -133,17 +126,8 @@ func TestBucketCap(t *testing.T) {
 // rawStream opens a stream to n without an Envoy's manners.
 func rawStream(t *testing.T, n *node) grpc.BidiStreamingClient[rlqsv3.RateLimitQuotaUsageReports, rlqsv3.RateLimitQuotaResponse] {
 	t.Helper()
-	conn, err := grpc.NewClient(n.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
+	s, cancel := openStream(t, n)
 	t.Cleanup(cancel)
-	s, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return s
 }
 
