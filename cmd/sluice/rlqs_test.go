@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,21 +16,34 @@ import (
 // beside the rate limit service, on the configuration's native policies: two
 // Envoys offering 100 and 2000 requests a second on a limit of 1000 a
 // second are assigned 100 and 900. The streams outlive --grpc-rpc-timeout,
-// which bounds the other RPCs.
+// which bounds the other RPCs, and end when the server shuts down, without
+// holding the shutdown up until its timeout.
 func TestServeRLQS(t *testing.T) {
 	const rpcTimeout = 100 * time.Millisecond
-	s := startServe(t, "policies:\n  - name: api\n    algorithm: gcra\n    limit: 1000\n    period: 1s\n", func(ss *serveSetup) {
+	var (
+		s    *served
+		conn *grpc.ClientConn
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(func() { // after the shutdown: the streams were open during it
+		cancel()
+		if conn != nil {
+			conn.Close()
+		}
+		if strings.Contains(s.logs.String(), "still in flight") {
+			t.Errorf("the quota streams held the shutdown up to its timeout:\n%s", s.logs)
+		}
+	})
+	s = startServe(t, "policies:\n  - name: api\n    algorithm: gcra\n    limit: 1000\n    period: 1s\n", func(ss *serveSetup) {
 		l := defaultConnLimits()
 		l.grpcRPCTimeout = rpcTimeout
 		ss.opts.limits = &l
 	})
-	conn, err := grpc.NewClient(s.srv.grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	var err error
+	conn, err = grpc.NewClient(s.srv.grpcAddr.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	id := &rlqsv3.BucketId{Bucket: map[string]string{"policy": "api", "key": "acme"}}
 	report := func(st rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient, domain string, rate uint64) uint64 {
 		t.Helper()

@@ -363,6 +363,10 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (_ *serv
 		<-ctx.Done()
 		stopWatch()
 		s.drain(o.drain, rls.Shutdown)
+		// Quota streams last as long as their Envoys: ended here, the
+		// Envoys reconnect to other nodes, and the graceful stop need not
+		// wait them out.
+		quota.Shutdown()
 		s.stop(o.shutdown, grpcSrv, ps.servers...)
 		ps.wait()
 		wg.Wait()

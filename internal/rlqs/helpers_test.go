@@ -121,6 +121,7 @@ type envoy struct {
 	received  int
 	abandoned int
 	sentFirst bool
+	err       error // what ended the stream
 }
 
 // envoyBucket is a bucket as the filter keeps it.
@@ -165,6 +166,9 @@ func (e *envoy) receive() {
 	for {
 		m, err := e.stream.Recv()
 		if err != nil {
+			e.mu.Lock()
+			e.err = err
+			e.mu.Unlock()
 			return
 		}
 		e.mu.Lock()

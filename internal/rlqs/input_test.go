@@ -164,3 +164,19 @@ func TestBadStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdown: Shutdown ends the open streams and refuses new ones, both
+// UNAVAILABLE, so that Envoy reconnects elsewhere.
+func TestShutdown(t *testing.T) {
+	n := startNode(t, storetest.NewClock(time.Unix(1e9, 0)))
+	e := dial(t, n, "edge")
+	answered(t, e, func() { e.start(apiBucket("k"), 1) })
+	n.srv.Shutdown()
+	<-e.done
+	e.mu.Lock()
+	err := e.err
+	e.mu.Unlock()
+	wantCode(t, "an open stream", err, codes.Unavailable)
+	_, err = rawStream(t, n).Recv()
+	wantCode(t, "a new stream", err, codes.Unavailable)
+}

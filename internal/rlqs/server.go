@@ -58,6 +58,9 @@ type Server struct {
 	sweepEvery  time.Duration
 	metrics     *metrics
 
+	closing   chan struct{} // closed by Shutdown
+	closeOnce sync.Once
+
 	mu       sync.Mutex
 	streams  int
 	watchers map[string]map[*sub]struct{} // board bucket → the local subscriptions on it
@@ -116,6 +119,7 @@ func New(svc *service.Service, opts ...Option) *Server {
 		firstReport: DefaultFirstReportTimeout,
 		sweepEvery:  MinTTL / 4,
 		metrics:     newMetrics(svc.Registry()),
+		closing:     make(chan struct{}),
 		watchers:    make(map[string]map[*sub]struct{}),
 		members:     make(map[string][]Member),
 	}
@@ -138,6 +142,12 @@ func New(svc *service.Service, opts ...Option) *Server {
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	rlqsv3.RegisterRateLimitQuotaServiceServer(g, s)
 }
+
+// Shutdown ends every stream (UNAVAILABLE: each Envoy reconnects, to
+// another node) and refuses new ones, so that a gRPC server's graceful stop
+// need not wait for streams as long-lived as the Envoys. Call it as the
+// server stops taking connections.
+func (s *Server) Shutdown() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // Run abandons, until done is closed, the buckets whose reports stopped:
 // each after its assignment's time to live (see Sweep). sluice serve runs

@@ -31,6 +31,11 @@ type stream struct {
 // answered with an assignment for each bucket it names, and assignments
 // are pushed to the stream when another Envoy's demand moves its share.
 func (s *Server) StreamRateLimitQuotas(gs grpc.BidiStreamingServer[rlqsv3.RateLimitQuotaUsageReports, rlqsv3.RateLimitQuotaResponse]) error {
+	select {
+	case <-s.closing:
+		return errShutdown
+	default:
+	}
 	if !s.admit() {
 		s.metrics.refused.WithLabelValues(reasonTooManyStream).Inc()
 		return status.Errorf(codes.ResourceExhausted, "rate limit quota service: %d streams open, the most this server takes", s.maxStreams)
@@ -79,6 +84,8 @@ func (s *Server) StreamRateLimitQuotas(gs grpc.BidiStreamingServer[rlqsv3.RateLi
 		select {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
+		case <-s.closing:
+			return errShutdown
 		case err := <-sendErr:
 			return err
 		case err := <-recvErr:
@@ -114,6 +121,9 @@ func (s *Server) StreamRateLimitQuotas(gs grpc.BidiStreamingServer[rlqsv3.RateLi
 		}
 	}
 }
+
+// errShutdown ends the streams of a server shutting down.
+var errShutdown = status.Error(codes.Unavailable, "rate limit quota service: the server is shutting down; reconnect")
 
 // admit counts a new stream in, unless the cap is reached.
 func (s *Server) admit() bool {
