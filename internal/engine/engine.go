@@ -62,6 +62,10 @@ type Check struct {
 	// Flags say how the check applies (set by Decide from the policy and
 	// the Request) and, after Decide, whether it was Exhausted.
 	Flags decide.Flags
+	// Token, set by Decide, releases the in-flight slot a check of a
+	// concurrency policy holds for an admitted request (Release); "" for
+	// every other check.
+	Token string
 }
 
 // Applied returns the policy c is decided under: Limit once resolved, else
@@ -180,7 +184,7 @@ func (e *Engine) decide(ctx context.Context, r *Request) (decide.Outcome, error)
 	}
 	out, err := decide.Decide(ctx, e.store, checks, r.Results, r.Refused)
 	for i := range r.Checks {
-		r.Checks[i].Flags = checks[i].Flags
+		r.Checks[i].Flags, r.Checks[i].Token = checks[i].Flags, checks[i].Token
 	}
 	return out, err
 }
