@@ -76,7 +76,7 @@ var _ sluice.Charger = (*Store)(nil)
 // for the same node meanwhile (coalesce.go), as decisions share theirs.
 func (s *Store) Charge(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	w := s.oneWaiter(ctx, req)
-	w.charge = true
+	w.op = opCharge
 	if err := s.submit(w); err != nil {
 		return sluice.Result{}, err
 	}
@@ -95,7 +95,7 @@ func (s *Store) ChargeAll(ctx context.Context, reqs []sluice.Request, results []
 	if !s.run.Colocated(keys) {
 		return s.chargeSpread(ctx, reqs, keys, results)
 	}
-	w := &waiter{ctx: ctx, reqs: reqs, keys: keys, all: true, charge: true}
+	w := &waiter{ctx: ctx, reqs: reqs, keys: keys, all: true, op: opCharge}
 	if err := s.submit(w); err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func (s *Store) runCharges(ctx context.Context, batch []*waiter) {
 		script, args = scriptChargeBatch, a.args()
 	}
 	reply := make([]int64, batchStride*n)
-	setResults(batch, script, reply, batchStride, s.run.Run(ctx, script, keys, args, reply))
+	setResults(batch, script, reply, s.run.Run(ctx, script, keys, args, reply))
 	s.finish(batch, batch)
 }
 

@@ -48,7 +48,8 @@ type queues struct {
 	m  map[queueKey][]*waiter
 }
 
-// waiter is one queued item: a Decide's request, or a DecideAll set (all).
+// waiter is one queued item: a Decide's request, a DecideAll set (all), a
+// Reserve's or a Release's (op).
 type waiter struct {
 	ctx     context.Context
 	reqs    []sluice.Request
@@ -60,11 +61,23 @@ type waiter struct {
 	one     [1]sluice.Request // a Decide's reqs
 	oneKey  [1]string         // and keys
 	oneRes  [1]sluice.Result  // and results
-	reserve bool              // a Reserve's request (reserve.go), queued apart
-	upTo    int64             // the most units it asks for
-	res     sluice.Reservation
-	charge  bool // a Charge's or ChargeAll's (charge.go), queued apart
+	op      op
+	upTo    int64              // a reservation's most units
+	res     sluice.Reservation // a reservation's answer; a release's, to give back from
 }
+
+// op is what a waiter asks for. Every kind shares the queues and the calls:
+// a lease's reservations and releases ride with the decisions, so a node has
+// one call in flight per partition, and Redis pays its per-call costs once
+// for all of them.
+type op uint8
+
+const (
+	opDecide  op = iota // a Decide, or a DecideAll set
+	opReserve           // a Reserve of reqs[0].Cost to upTo units (reserve.go)
+	opRelease           // a Release of reqs[0].Cost units of res
+	opCharge            // a Charge, or a ChargeAll set on one node (charge.go), queued apart
+)
 
 // submit decides w in the queue of its node: at once if no call is in flight
 // there, else in the call after the one in flight.
@@ -105,14 +118,10 @@ func (s *Store) submit(w *waiter) error {
 	}
 }
 
-// queuesOf returns the queues w joins: reservations share calls with each
-// other only (reserve_batch), charges too (charge_batch), decisions with
-// decisions (decide_batch).
+// queuesOf returns the queues w joins: charges share calls with each other
+// only (charge_batch); decisions, reservations and releases share theirs.
 func (s *Store) queuesOf(w *waiter) *queues {
-	switch {
-	case w.reserve:
-		return &s.rq
-	case w.charge:
+	if w.op == opCharge {
 		return &s.cq
 	}
 	return &s.q
@@ -184,57 +193,81 @@ func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
 }
 
 // runBatch decides batch in one call and sets every waiter's results or
-// error. A lone request goes by decide_one (main.lua), which costs Redis
-// less than a batch of one.
+// error. A lone item goes by its own function (main.lua's decide_one and
+// refund, reserve.lua's reserve_one), which costs Redis less than a batch of
+// one.
 func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
-	if batch[0].reserve {
-		s.runReserves(ctx, batch)
-		return
-	}
-	if batch[0].charge {
+	if batch[0].op == opCharge {
 		s.runCharges(ctx, batch)
 		return
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var (
-		script *Script
-		order  []*waiter
-		reply  []int64
-		stride int
-		err    error
-	)
 	if w := batch[0]; len(batch) == 1 && !w.all {
-		script, order, stride = scriptFor(w.reqs[0].Policy.Algorithm), batch, replyLen
-		reply = make([]int64, replyLen)
-		err = s.run.Run(ctx, script, w.keys, s.requestArgs(modeWrite, w.reqs[0], s.now(), false, 0, 0), reply)
-	} else {
-		b := s.encodeBatch(batch)
-		script, order, stride = b.script, b.order, batchStride
-		reply = make([]int64, batchStride*b.requests)
-		err = s.run.Run(ctx, script, b.keys, b.args, reply)
+		s.runOne(ctx, w)
+		s.finish(batch, batch)
+		return
 	}
-	setResults(order, script, reply, stride, err)
-	s.finish(order, batch)
+	b := s.encodeBatch(batch)
+	reply := make([]int64, b.replyLen)
+	setResults(b.order, b.script, reply, s.run.Run(ctx, b.script, b.keys, b.args, reply))
+	s.finish(b.order, batch)
 }
 
-// setResults gives each waiter of order, in turn, its requests' results
-// from reply, stride values each, or the call's error.
-func setResults(order []*waiter, script *Script, reply []int64, stride int, err error) {
+// setResults gives each waiter of order, in turn, its answer from reply
+// (waiter.read), or the call's error.
+func setResults(order []*waiter, script *Script, reply []int64, err error) {
 	off := 0
 	for _, w := range order {
 		if err != nil {
 			w.err = scriptError(script, err)
 			continue
 		}
-		if w.results == nil {
-			w.results = make([]sluice.Result, len(w.reqs))
-		}
-		for i, r := range w.reqs {
-			w.results[i] = result(r.Policy, reply[off:])
-			off += stride
-		}
+		off = w.read(reply, off)
 	}
+}
+
+// runOne makes w's call alone.
+func (s *Store) runOne(ctx context.Context, w *waiter) {
+	req := w.reqs[0]
+	var reply [replyLen]int64
+	script := scriptFor(req.Policy.Algorithm)
+	var args []string
+	switch w.op {
+	case opReserve:
+		script = scripts[algoCode(req.Policy.Algorithm)+reserveSuffix]
+		// The same ARGV as a refund, with upTo where the refund has ref1.
+		args = s.requestArgs(modeReserve, req, s.now(), true, w.upTo, 0)[:8]
+	case opRelease:
+		args = s.requestArgs(modeRefund, req, s.now(), true, w.res.Ref1, w.res.Ref2)
+	default:
+		args = s.requestArgs(modeWrite, req, s.now(), false, 0, 0)
+	}
+	if err := s.run.Run(ctx, script, w.keys, args, reply[:]); err != nil {
+		w.err = scriptError(script, err)
+		return
+	}
+	w.read(reply[:], 0)
+}
+
+// read sets w's answer from a call's reply at off, and returns the offset of
+// the next item's.
+func (w *waiter) read(reply []int64, off int) int {
+	switch w.op {
+	case opReserve:
+		w.res = reservation(w.reqs[0].Policy, reply[off:off+replyLen])
+		return off + replyLen
+	case opRelease:
+		return off
+	}
+	if w.results == nil {
+		w.results = make([]sluice.Result, len(w.reqs))
+	}
+	for i, r := range w.reqs {
+		w.results[i] = result(r.Policy, reply[off:])
+		off += batchStride
+	}
+	return off
 }
 
 // finish ends a call: the test's hook sees the items in the order the call

@@ -120,11 +120,14 @@
 // the first (every item of a batch was pending at once, so that is an order
 // they could have had).
 //
-// Reservations (Reserve: a lease's batches and their renewals) share calls
-// the same way, in a queue of their own per node: those that queue while a
-// reservation call is in flight go as one reserve_batch call, each made as it
-// would be alone, in arrival order, at the call's instant. So do charges
-// (Charge, and ChargeAll sets whose keys share a node), as charge_batch; a
+// Reservations and releases (Reserve and Release: a lease's batches, their
+// renewals and the units given back) queue with the decisions and share
+// their calls: a batch makes each as it would be made alone, in its place, at
+// the call's instant. A node with leases thus has one call in flight per
+// node, not one for its decisions and another for its leases.
+//
+// Charges (Charge, and ChargeAll sets whose keys share a node) queue apart,
+// in a queue of their own per node, and go as one charge_batch call; a
 // ChargeAll set spread over several nodes sends each charge to its node,
 // pipelined, since charges are never all or nothing.
 //

@@ -110,6 +110,14 @@ func storeConfig(url, onError string, extra ...string) string {
 	return b.String()
 }
 
+// patientStoreConfig is storeConfig with a store timeout of 10 s, for tests
+// of what reaches Redis (passwords, TLS) rather than of the fail policy: on a
+// loaded machine a call may take longer than 50 ms, and the fail policy would
+// then answer instead of Redis.
+func patientStoreConfig(url, onError string, extra ...string) string {
+	return strings.Replace(storeConfig(url, onError, extra...), "timeout: 50ms", "timeout: 10s", 1)
+}
+
 // do makes one request and returns the response (body read and closed) and
 // its body.
 func do(t *testing.T, method, url, body string, header ...string) (*http.Response, string) {

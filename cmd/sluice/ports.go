@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/tap"
 
 	"github.com/sluicehq/sluice/internal/connlimit"
+	"github.com/sluicehq/sluice/internal/rlqs"
 )
 
 // The health reserve: slots on a port with health checks, beyond its caps,
@@ -183,14 +184,15 @@ func (h healthOnlyIfReserved) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 }
 
 // tapStream runs as each gRPC stream opens: on a reserved connection only
-// health checks are answered; every RPC but a health watch gets
+// health checks are answered; every RPC but a health watch and a rate
+// limit quota stream (which has --rlqs-first-report-timeout instead) gets
 // --grpc-rpc-timeout to finish, its request included, so that a client
 // sending a request slowly or never cannot hold a stream.
 func (l *connLimits) tapStream(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if pr, ok := peer.FromContext(ctx); ok && connlimit.IsReservedAddr(pr.Addr) && info.FullMethodName != healthpb.Health_Check_FullMethodName {
 		return nil, status.Error(codes.Unavailable, "too many connections from your address or on this port: only health checks are answered on this connection")
 	}
-	if l.grpcRPCTimeout <= 0 || info.FullMethodName == healthpb.Health_Watch_FullMethodName {
+	if l.grpcRPCTimeout <= 0 || info.FullMethodName == healthpb.Health_Watch_FullMethodName || info.FullMethodName == rlqs.StreamMethod {
 		return ctx, nil
 	}
 	// Envoy sends its own, shorter timeout (grpc-timeout) with every call:

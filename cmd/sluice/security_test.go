@@ -99,7 +99,7 @@ func TestServeRedisPassword(t *testing.T) {
 	plain := "redis://" + r.Addr()
 
 	t.Run("in the URL", func(t *testing.T) {
-		s := startServe(t, storeConfig(r.URL(), "open"))
+		s := startServe(t, patientStoreConfig(r.URL(), "open"))
 		s.expectReady(t)
 		s.check(t, "url-user")
 		keyInRedis(t, r, "url-user")
@@ -107,7 +107,7 @@ func TestServeRedisPassword(t *testing.T) {
 	t.Run("password_file", func(t *testing.T) {
 		dir := t.TempDir()
 		writeFile(t, filepath.Join(dir, "redis.pass"), pass+"\n") // as `echo` or a Kubernetes secret writes it
-		s := startServeIn(t, dir, storeConfig(plain, "open", "password_file: redis.pass"))
+		s := startServeIn(t, dir, patientStoreConfig(plain, "open", "password_file: redis.pass"))
 		s.expectReady(t)
 		s.check(t, "file-user")
 		keyInRedis(t, r, "file-user")
@@ -115,7 +115,7 @@ func TestServeRedisPassword(t *testing.T) {
 	t.Run("password_file replaces the URL's", func(t *testing.T) {
 		dir := t.TempDir()
 		writeFile(t, filepath.Join(dir, "redis.pass"), pass)
-		s := startServeIn(t, dir, storeConfig(withPassword(r.Addr(), wrong), "open", "password_file: redis.pass"))
+		s := startServeIn(t, dir, patientStoreConfig(withPassword(r.Addr(), wrong), "open", "password_file: redis.pass"))
 		s.expectReady(t)
 	})
 	for _, tc := range []struct {
@@ -132,7 +132,7 @@ func TestServeRedisPassword(t *testing.T) {
 				writeFile(t, filepath.Join(dir, "redis.pass"), tc.file)
 				extra = append(extra, "password_file: redis.pass")
 			}
-			s := startServeIn(t, dir, storeConfig(tc.url, "open", extra...))
+			s := startServeIn(t, dir, patientStoreConfig(tc.url, "open", extra...))
 			errText := s.expectUnready(t, tc.want)
 			_, _, checkBody := s.check(t, "k")
 			_, _, readyBody := s.ready(t)
@@ -182,7 +182,7 @@ func TestServeRedisTLS(t *testing.T) {
 			if tc.tls != "" {
 				extra = append(extra, tc.tls)
 			}
-			s := startServeIn(t, confDir(t), storeConfig(r.URL(), "open", extra...))
+			s := startServeIn(t, confDir(t), patientStoreConfig(r.URL(), "open", extra...))
 			if tc.fails != "" {
 				s.expectUnready(t, tc.fails)
 				return
@@ -212,13 +212,13 @@ func TestServeRedisTLSClientCert(t *testing.T) {
 	r := redistest.Start(t, redistest.WithTLS(cert, key, ca), redistest.WithArgs("--tls-auth-clients", "optional"))
 
 	t.Run("trusted client certificate", func(t *testing.T) {
-		s := startServe(t, storeConfig(r.URL(), "open",
+		s := startServe(t, patientStoreConfig(r.URL(), "open",
 			fmt.Sprintf("tls: {ca_file: %q, cert_file: %q, key_file: %q}", ca, cert, key)))
 		s.expectReady(t)
 		keyInRedis(t, r, "probe-"+t.Name())
 	})
 	t.Run("untrusted client certificate", func(t *testing.T) {
-		s := startServe(t, storeConfig(r.URL(), "open",
+		s := startServe(t, patientStoreConfig(r.URL(), "open",
 			fmt.Sprintf("tls: {ca_file: %q, cert_file: %q, key_file: %q}", ca, strangerCert, strangerKey)))
 		// The server rejects the handshake; what the client reads then
 		// depends on timing (an alert, a reset, EOF), so only unreadiness
@@ -230,12 +230,12 @@ func TestServeRedisTLSClientCert(t *testing.T) {
 	t.Run("no client certificate", func(t *testing.T) {
 		// The control: optional means a client without a certificate is
 		// accepted, so the refusal above is the certificate's.
-		s := startServe(t, storeConfig(r.URL(), "open", fmt.Sprintf("tls: {ca_file: %q}", ca)))
+		s := startServe(t, patientStoreConfig(r.URL(), "open", fmt.Sprintf("tls: {ca_file: %q}", ca)))
 		s.expectReady(t)
 	})
 	t.Run("unreadable key_file", func(t *testing.T) {
 		dir := t.TempDir()
-		writeFile(t, filepath.Join(dir, "sluice.yaml"), storeConfig(r.URL(), "open",
+		writeFile(t, filepath.Join(dir, "sluice.yaml"), patientStoreConfig(r.URL(), "open",
 			fmt.Sprintf("tls: {ca_file: %q, cert_file: %q, key_file: missing.key}", ca, cert)))
 		writeFile(t, filepath.Join(dir, "envoy.yaml"), envoyConfig)
 		o := serveOptions{configs: cli.StringList{filepath.Join(dir, "sluice.yaml")}, httpAddr: "127.0.0.1:0", grpcAddr: "127.0.0.1:0"}
@@ -296,7 +296,7 @@ func testLeaksNoSecrets(t *testing.T, format string) {
 			}
 		}
 	})
-	s := startServeIn(t, dir, storeConfig(r.URL(), "closed"), func(ss *serveSetup) {
+	s := startServeIn(t, dir, patientStoreConfig(r.URL(), "closed"), func(ss *serveSetup) {
 		ss.logLevel, ss.logFormat = "debug", format
 		ss.opts.adminTokenFile = tokenFile
 	})
@@ -325,11 +325,11 @@ func testLeaksNoSecrets(t *testing.T, format string) {
 
 	// A reload that changes the store section (logged, with the URLs) and a
 	// rejected one (logged with the problems).
-	writeFile(t, s.native, strings.Replace(storeConfig(withPassword(r.Addr(), pass2), "closed"), "limit: 10", "limit: 20", 1))
+	writeFile(t, s.native, strings.Replace(patientStoreConfig(withPassword(r.Addr(), pass2), "closed"), "limit: 10", "limit: 20", 1))
 	testwait.UntilSaw(t, "reloaded", func() (bool, string) {
 		return strings.Contains(s.logs.String(), "configuration reloaded"), ""
 	})
-	bad := strings.Replace(storeConfig(withPassword(r.Addr(), pass), "closed"), "limit: 10", "limit: 0", 1)
+	bad := strings.Replace(patientStoreConfig(withPassword(r.Addr(), pass), "closed"), "limit: 10", "limit: 0", 1)
 	writeFile(t, s.native, strings.Replace(bad, "redis://", "http://", 1))
 	testwait.UntilSaw(t, "reload rejected", func() (bool, string) {
 		return strings.Contains(s.logs.String(), "configuration rejected"), ""

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/envoyrls"
 	"github.com/sluicehq/sluice/internal/httpapi"
+	"github.com/sluicehq/sluice/internal/rlqs"
 	"github.com/sluicehq/sluice/internal/service"
 	"github.com/sluicehq/sluice/internal/storestack"
 	"github.com/sluicehq/sluice/internal/tracing"
@@ -47,13 +48,23 @@ type serveOptions struct {
 	bounds         configBounds
 	xds            xdsOptions
 	rl             ratelimitOptions // flags envoyproxy/ratelimit's variables needed (ratelimitenv.go)
+	rlqs           rlqsOptions
+}
+
+// rlqsOptions are the rate limit quota service's caps.
+type rlqsOptions struct {
+	maxBuckets, maxStreams int
+	firstReport            time.Duration
 }
 
 const serveDescription = `Serve runs the rate limit service. It decides over two APIs:
   HTTP  POST /v1/check {"policy":"…","key":"…","cost":1} → 200 allowed / 429 denied,
         plus GET /v1/policies, /healthz, /readyz, /readyz/store, /metrics
   gRPC  envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit (Envoy, Istio,
-        Contour, Gloo, Emissary) and grpc.health.v1.Health
+        Contour, Gloo, Emissary),
+        envoy.service.rate_limit_quota.v3.RateLimitQuotaService (Envoy's
+        rate_limit_quota filter: fair shares of each limit) and
+        grpc.health.v1.Health
 A third port, --health-addr, answers /healthz, /readyz, /readyz/store and
 /metrics alone: point probes at it, and a flood of the other two cannot
 starve them.
@@ -115,6 +126,9 @@ func newServeFlags(o *serveOptions, stderr io.Writer) *flag.FlagSet {
 	o.limits = &limits
 	o.bounds.addFlags(fs)
 	o.xds.addFlags(fs, os.Getenv)
+	fs.IntVar(&o.rlqs.maxBuckets, "rlqs-max-buckets", rlqs.DefaultMaxBuckets, "rate limit quota service: the most buckets one Envoy stream subscribes to; a report on one more is answered DENY_ALL")
+	fs.IntVar(&o.rlqs.maxStreams, "rlqs-max-streams", rlqs.DefaultMaxStreams, "rate limit quota service: the most streams open at once; one more is refused (RESOURCE_EXHAUSTED)")
+	fs.DurationVar(&o.rlqs.firstReport, "rlqs-first-report-timeout", rlqs.DefaultFirstReportTimeout, "rate limit quota service: a stream sending no report for this long after opening is closed (DEADLINE_EXCEEDED)")
 	fs.IntVar(&o.streamWorkers, "grpc-stream-workers", runtime.GOMAXPROCS(0), "gRPC: goroutines reused across calls instead of one new goroutine per call (0: one per call)")
 	addRatelimitFlags(fs, &o.rl, os.LookupEnv) // last: it sets defaults of the flags above too
 	withEnvHelp(fs)
@@ -147,6 +161,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	if o.xds.maxBytes <= 0 {
 		return cli.UsageError(fs, "--xds-max-bytes must be positive")
+	}
+	if o.rlqs.maxBuckets < 1 || o.rlqs.maxStreams < 1 || o.rlqs.firstReport <= 0 {
+		return cli.UsageError(fs, "--rlqs-max-buckets and --rlqs-max-streams must be at least 1, --rlqs-first-report-timeout positive")
 	}
 	if msg := o.limits.validate(); msg != "" || o.drain < 0 || o.shutdown <= 0 {
 		if msg == "" {
@@ -325,6 +342,8 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (_ *serv
 	}
 	grpcSrv := grpc.NewServer(grpcOpts...)
 	rls.Register(grpcSrv)
+	quota := rlqs.New(svc, o.rlqs.serverOptions()...)
+	quota.Register(grpcSrv)
 	if o.grpcAddr != "" {
 		ps.serveGRPC(lns[1], grpcSrv)
 	}
@@ -333,6 +352,7 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (_ *serv
 	watchConfig(watchCtx, &wg, svc, paths, since, load, log)
 	wg.Go(func() { runXDS(watchCtx, xds) })
 	wg.Go(func() { serving.run(watchCtx) })
+	wg.Go(func() { quota.Run(watchCtx.Done()) })
 	log.Info("sluice serving", "version", buildVersion(), "store", storestack.RedactURL(storeCfg.URL), "store_per_second", storestack.RedactURL(storeCfg.PerSecondURL),
 		"http", s.httpAddr.String(), "grpc", addrString(s.grpcAddr), "health", addrString(s.healthAddr), "admin", addrString(s.adminAddr), "debug", addrString(s.debugAddr),
 		"policies", len(cfg.Policies), "domains", len(cfg.Domains), "admin_api", token != "", "xds", o.xds.server)
@@ -343,6 +363,10 @@ func startServer(ctx context.Context, o serveOptions, log *slog.Logger) (_ *serv
 		<-ctx.Done()
 		stopWatch()
 		s.drain(o.drain, rls.Shutdown)
+		// Quota streams last as long as their Envoys: ended here, the
+		// Envoys reconnect to other nodes, and the graceful stop need not
+		// wait them out.
+		quota.Shutdown()
 		s.stop(o.shutdown, grpcSrv, ps.servers...)
 		ps.wait()
 		wg.Wait()
@@ -370,6 +394,22 @@ func openService(ctx context.Context, cfg *config.Config, storeCfg config.Store,
 	opened.add(closeOverrides)
 	opts = append([]service.Option{service.WithLogger(log), service.WithVersion(buildVersion()), service.WithOverrides(ov)}, opts...)
 	return service.New(st, cfg, opts...), nil
+}
+
+// serverOptions are the rate limit quota server's options. A zero field
+// (a serveOptions built in code, not by its flags) takes the default.
+func (o rlqsOptions) serverOptions() []rlqs.Option {
+	var opts []rlqs.Option
+	if o.maxBuckets > 0 {
+		opts = append(opts, rlqs.WithMaxBuckets(o.maxBuckets))
+	}
+	if o.maxStreams > 0 {
+		opts = append(opts, rlqs.WithMaxStreams(o.maxStreams))
+	}
+	if o.firstReport > 0 {
+		opts = append(opts, rlqs.WithFirstReportTimeout(o.firstReport))
+	}
+	return opts
 }
 
 // store is what serve's flags and environment say of the store.

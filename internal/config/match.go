@@ -50,6 +50,10 @@ func (c *Config) match(domain string, entries []Entry, share bool) Match {
 	return Match{Limits: node.Limits, Unlimited: node.Unlimited}
 }
 
+// MatchLevel is the node of one level of a domain's tree that e matches, by
+// Match's preference (exact value, first glob, default), or nil.
+func MatchLevel(level []*Descriptor, e Entry) *Descriptor { return matchLevel(level, e) }
+
 // matchLevel finds the node of level that e matches by scanning it; a
 // levelIndex finds the same one without.
 func matchLevel(level []*Descriptor, e Entry) *Descriptor {

@@ -94,3 +94,9 @@ func writeEscaped(b *strings.Builder, v string) {
 		v = v[i+1:]
 	}
 }
+
+// StoreKey is the store key of a descriptor's entries (at least one), as
+// ShouldRateLimit keys its checks: the rate limit quota service (package
+// rlqs) keys a bucket the same way, so that one descriptor names one bucket
+// under both protocols.
+func StoreKey(entries []config.Entry) string { return storeKey(entries) }
