@@ -10,9 +10,9 @@ import (
 // FuzzPolicyChange switches one key between two versions of a policy (same
 // name and algorithm, other limit, period and burst) at random, and checks
 // what every Result must say whatever the kept state holds: Remaining within
-// [0, capacity], a peek allowed and changing nothing, a denial changing
-// nothing and exact (denied 1µs before RetryAfter, admitted at it), and the
-// key initial again at ResetAfter.
+// [0, capacity], a peek changing nothing and answering as a request of one
+// unit would, a denial changing nothing and exact (denied 1µs before
+// RetryAfter, admitted at it), and the key initial again at ResetAfter.
 func FuzzPolicyChange(f *testing.F) {
 	// Ops are (version, cost, advance) triples: each seed uses the first
 	// version up, then switches to the second.
@@ -41,8 +41,11 @@ func FuzzPolicyChange(f *testing.F) {
 			if res.Remaining < 0 || res.Remaining > p.Capacity() {
 				t.Fatalf("op %d %+v cost %d: Remaining %d outside [0, %d]", i, *p, cost, res.Remaining, p.Capacity())
 			}
-			if cost == 0 && (!res.Allowed || res.RetryAfter != 0) {
-				t.Fatalf("op %d %+v: peek %+v, want allowed", i, *p, res)
+			if cost == 0 {
+				_, one := sluice.Decide(p, st, now, 1)
+				if res.Allowed != one.Allowed || res.RetryAfter != one.RetryAfter || res.Allowed != (res.Remaining >= 1) || res.Delay != 0 {
+					t.Fatalf("op %d %+v: peek %+v, want allowed as one unit is: %+v", i, *p, res, one)
+				}
 			}
 			if !res.Allowed {
 				wait := res.RetryAfter.Microseconds()

@@ -7,16 +7,10 @@ package sluice
 // straddles a boundary.
 func fixedWindow(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
-	if now < s.Time {
-		now = s.Time // time ran backwards: no time has passed
-	}
-	start := now - now%period
-	var count int64
-	if s.Time >= start {
-		count = s.Count
-	}
+	now, start, count := fixedWindowAt(s, now, period)
 	*res = Result{Limit: limit}
-	if n == 0 || count+n <= limit { // a peek is allowed even over a lowered limit
+	// A peek (n = 0) is allowed when one unit would be: something is left.
+	if count+max(n, 1) <= limit {
 		count += n
 		res.Allowed = true
 	} else {
@@ -31,4 +25,18 @@ func fixedWindow(p *Policy, s *State, now, n int64, res *Result) {
 	if res.Allowed && n > 0 { // a peek or a denial changes nothing
 		*s = State{Time: now, Count: count}
 	}
+}
+
+// fixedWindowAt reads s at now: the instant the decision runs at (never
+// before the last admission: a clock that ran backwards means no time has
+// passed), its window's start and the units counted in that window.
+func fixedWindowAt(s *State, now, period int64) (at, start, count int64) {
+	if now < s.Time {
+		now = s.Time
+	}
+	start = now - now%period
+	if s.Time >= start {
+		count = s.Count
+	}
+	return now, start, count
 }

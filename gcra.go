@@ -8,8 +8,9 @@ package sluice
 // after the policy's bucket shrank.
 //
 // State.Count is the tolerance B·T of the policy that made the last admission
-// (0 for a state written before it was kept: then the current policy's). It only
-// tells a clock that ran backwards from a policy that shrank: see gcraNow.
+// (0 for a state written before it was kept: then the current policy's), or
+// the TAT − now a charge left when that is more. It only tells a clock that
+// ran backwards from a policy that shrank, or a key that owes: see gcraNow.
 func gcra(p *Policy, s *State, now, n int64, res *Result) {
 	gcraDecide(p, s, now, n, res)
 }
@@ -23,11 +24,12 @@ func gcraDecide(p *Policy, s *State, now, n int64, res *Result) (wait int64) {
 	tat := max(s.Time, now)
 	wait = tat - now
 	*res = Result{Limit: p.Limit}
-	if n == 0 || wait+n*interval <= tolerance { // a peek is allowed even past a shrunk bucket
+	// A peek (n = 0) asks for one unit's room and takes none.
+	if ask := max(n, 1) * interval; wait+ask <= tolerance {
 		tat += n * interval
 		res.Allowed = true
 	} else {
-		res.RetryAfter = micros(wait + n*interval - tolerance)
+		res.RetryAfter = micros(wait + ask - tolerance)
 	}
 	if credit := tolerance - (tat - now); credit >= interval { // less is 0 units: no division (a denial's case)
 		res.Remaining = credit / interval
@@ -44,8 +46,8 @@ func gcraDecide(p *Policy, s *State, now, n int64, res *Result) (wait int64) {
 }
 
 // gcraNow is the instant a decision on s runs at. An admission at t leaves TAT ≤
-// t + tolerance (the admitting policy's B·T, kept in s.Count), so a now before
-// TAT − tolerance means the clock ran backwards: take the earliest instant the
+// t + tolerance (the admitting policy's B·T, kept in s.Count; a charge keeps
+// its larger TAT − t there), so a now before TAT − tolerance means the clock ran backwards: take the earliest instant the
 // state allows, as if no time had passed. The kept tolerance, not the current
 // policy's, makes a bucket that shrank since look as empty as it is instead of
 // moving now forward.

@@ -38,10 +38,12 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 }
 
 // AllowN asks to admit n units for key. n = 0 is a peek: it reports the state
-// and consumes nothing. Errors wrap ErrInvalidKey, ErrInvalidCost,
-// ErrExceedsCapacity or the store's own failure; a denial is not an error.
-// A Limiter not built by New (its zero value, or nil) has no policy to
-// enforce: every call is an error wrapping ErrInvalidPolicy.
+// and consumes nothing, and is allowed when a request of one unit would be
+// (denied, with its RetryAfter, once nothing is left). Errors wrap
+// ErrInvalidKey, ErrInvalidCost, ErrExceedsCapacity or the store's own
+// failure; a denial is not an error. A Limiter not built by New (its zero
+// value, or nil) has no policy to enforce: every call is an error wrapping
+// ErrInvalidPolicy.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, error) {
 	if l == nil || l.store == nil {
 		return Result{}, errNotBuilt
@@ -62,7 +64,9 @@ type Check struct {
 	// Cost is how many units to admit; 0 means 1.
 	Cost int64
 	// Peek makes the check report the key's state without consuming
-	// anything (cost 0); Cost must then be left 0.
+	// anything (cost 0); Cost must then be left 0. Like any check it takes
+	// part in the all or nothing: a peek at a key with nothing left denies
+	// the set.
 	Peek bool
 }
 

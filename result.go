@@ -6,15 +6,20 @@ import "time"
 // algorithm and every store.
 type Result struct {
 	// Allowed: the request was admitted and its cost consumed. A peek (cost 0)
-	// is always allowed and consumes nothing.
+	// consumes nothing and is allowed when a request of one unit would be:
+	// when something is left. A charge (Charger) is allowed when its cost
+	// fitted what was left.
 	Allowed bool
 	// Limit is the policy's L.
 	Limit int64
-	// Remaining is how many units could still be admitted now, after this decision.
+	// Remaining is how many units could still be admitted now, after this
+	// decision: never negative. After a charge it is what is left, negative
+	// when the key owes units.
 	Remaining int64
 	// RetryAfter is 0 when allowed. When denied, it is the smallest wait after
 	// which the same request is admitted if nothing else happens, exact to the
-	// microsecond: admitted at now+RetryAfter, denied 1µs earlier.
+	// microsecond: admitted at now+RetryAfter, denied 1µs earlier. For a peek,
+	// and for a charge that did not fit, the request is one of one unit.
 	RetryAfter time.Duration
 	// ResetAfter is the time until the key is back to its initial, unused state
 	// if nothing else happens.

@@ -6,19 +6,17 @@ package sluice
 // (t−P, t] — exactly, at the price of one entry per admitted request.
 func slidingLog(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
-	log, sum := s.Log, s.Count
-	if last, ok := log.newest(); ok && now < last.Time {
+	if last, ok := s.Log.newest(); ok && now < last.Time {
 		now = last.Time // time ran backwards: no time has passed
 	}
-	for log.Len() > 0 && log.oldest().Time <= now-period {
-		sum -= log.oldest().Cost
-		log = log.dropOldest()
-	}
+	log, sum := s.Log.live(now-period, s.Count)
 	*res = Result{Limit: limit}
-	if n == 0 || sum+n <= limit { // a peek is allowed even over a lowered limit
+	// A peek (n = 0) is allowed when one unit would be: something is left.
+	ask := max(n, 1)
+	if sum+ask <= limit {
 		if n > 0 {
 			if s.Log.full() {
-				// The slot dropOldest freed still holds s's oldest entry, and s
+				// The slot live freed still holds s's oldest entry, and s
 				// must survive until the store commits: write elsewhere.
 				log = log.grow()
 			}
@@ -32,7 +30,7 @@ func slidingLog(p *Policy, s *State, now, n int64, res *Result) {
 		for i := 0; ; i++ {
 			e := log.at(i)
 			freed += e.Cost
-			if sum-freed+n <= limit {
+			if sum-freed+ask <= limit {
 				res.RetryAfter = micros(e.Time + period - now)
 				break
 			}
@@ -48,6 +46,18 @@ func slidingLog(p *Policy, s *State, now, n int64, res *Result) {
 	if res.Allowed && n > 0 { // a peek or a denial keeps the untrimmed log
 		*s = State{Log: log, Count: sum}
 	}
+}
+
+// live returns the log without its entries at or before horizon, which have
+// left the period, and sum less their costs: a view of the same entries,
+// the receiver unchanged. Small enough to be inlined on every decision.
+func (l Log) live(horizon, sum int64) (Log, int64) {
+	for l.n > 0 && l.buf[l.head].Time <= horizon {
+		sum -= l.buf[l.head].Cost
+		l.head = (l.head + 1) & (len(l.buf) - 1)
+		l.n--
+	}
+	return l, sum
 }
 
 // LogEntry is one admitted request of a sliding log.
@@ -71,8 +81,6 @@ func (l Log) Len() int { return l.n }
 // at returns the i-th oldest entry.
 func (l Log) at(i int) LogEntry { return l.buf[(l.head+i)&(len(l.buf)-1)] }
 
-func (l Log) oldest() LogEntry { return l.at(0) }
-
 // Newest returns the newest entry, and false when the log is empty.
 func (l Log) Newest() (LogEntry, bool) { return l.newest() }
 
@@ -91,12 +99,6 @@ func (l Log) newest() (LogEntry, bool) {
 		return LogEntry{}, false
 	}
 	return l.at(l.n - 1), true
-}
-
-func (l Log) dropOldest() Log {
-	l.head = (l.head + 1) & (len(l.buf) - 1)
-	l.n--
-	return l
 }
 
 func (l Log) full() bool { return l.n == len(l.buf) }
@@ -119,3 +121,7 @@ func (l Log) push(e LogEntry) Log {
 	l.n++
 	return l
 }
+
+// Cap returns how many entries the log's buffer holds (a power of two, or 0):
+// a store accounting for its memory reads it.
+func (l Log) Cap() int { return len(l.buf) }

@@ -9,24 +9,15 @@ package sluice
 // prev·(P−e) + (cur+n)·P ≤ L·P (Policy.Validate keeps L·P at most 2^53).
 func slidingWindow(p *Policy, s *State, now, n int64, res *Result) {
 	period, limit := p.periodMicros(), p.Limit
-	if now < s.Time {
-		now = s.Time // time ran backwards: no time has passed
-	}
-	start := now - now%period
-	var cur, prev int64
-	switch s.Time - s.Time%period {
-	case start:
-		cur, prev = s.Count, s.Prev
-	case start - period:
-		prev = s.Count
-	}
+	now, start, cur, prev := slidingWindowAt(s, now, period)
 	e := now - start
 	*res = Result{Limit: limit}
-	if n == 0 || cur+n <= limit && prev*(period-e) <= (limit-cur-n)*period {
+	// A peek (n = 0) is allowed when one unit would be: something is left.
+	if ask := max(n, 1); cur+ask <= limit && prev*(period-e) <= (limit-cur-ask)*period {
 		cur += n
 		res.Allowed = true
 	} else {
-		res.RetryAfter = micros(slidingWindowRetry(period, limit, e, cur, prev, n))
+		res.RetryAfter = micros(slidingWindowRetry(period, limit, e, cur, prev, ask))
 	}
 	// Remaining: the largest m with prev·(P−e) + (cur+m)·P ≤ L·P.
 	res.Remaining = max(0, limit-cur-ceilDiv(prev*(period-e), period))
@@ -42,6 +33,24 @@ func slidingWindow(p *Policy, s *State, now, n int64, res *Result) {
 	if res.Allowed && n > 0 { // a peek or a denial changes nothing
 		*s = State{Time: now, Count: cur, Prev: prev}
 	}
+}
+
+// slidingWindowAt reads s at now: the instant the decision runs at (never
+// before the last admission: a clock that ran backwards means no time has
+// passed), its window's start, and the units of that window and of the one
+// before it.
+func slidingWindowAt(s *State, now, period int64) (at, start, cur, prev int64) {
+	if now < s.Time {
+		now = s.Time
+	}
+	start = now - now%period
+	switch s.Time - s.Time%period {
+	case start:
+		cur, prev = s.Count, s.Prev
+	case start - period:
+		prev = s.Count
+	}
+	return now, start, cur, prev
 }
 
 // slidingWindowRetry solves for the first instant the request is admitted: the

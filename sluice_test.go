@@ -53,8 +53,8 @@ func TestTimeRunningBackwardsRefillsNothing(t *testing.T) {
 			if _, res = sluice.Decide(&p, st, then, 1); res.Allowed || res.Remaining != 0 || res.RetryAfter <= 0 {
 				t.Errorf("%s: %v back in time: %+v, want still exhausted", a, back, res)
 			}
-			if _, res = sluice.Decide(&p, st, then, 0); !res.Allowed || res.Remaining != 0 {
-				t.Errorf("%s: peek %v back in time: %+v, want allowed with nothing remaining", a, back, res)
+			if _, peek := sluice.Decide(&p, st, then, 0); peek.Allowed || peek.Remaining != 0 || peek.RetryAfter != res.RetryAfter {
+				t.Errorf("%s: peek %v back in time: %+v, want denied as one unit is: %+v", a, back, peek, res)
 			}
 		}
 	}
@@ -184,8 +184,8 @@ func TestShrunkBucketIsNotABackwardsClock(t *testing.T) {
 			if res != want {
 				t.Errorf("%s: burst 10 used, then burst 2, %dµs after: %+v, want %+v", a, at-now, res, want)
 			}
-			if _, peek := sluice.Decide(&narrow, st, at, 0); !peek.Allowed || peek.Remaining != 0 {
-				t.Errorf("%s: peek %dµs after: %+v, want allowed with nothing remaining", a, at-now, peek)
+			if _, peek := sluice.Decide(&narrow, st, at, 0); peek != want {
+				t.Errorf("%s: peek %dµs after: %+v, want denied as one unit is: %+v", a, at-now, peek, want)
 			}
 		}
 	}

@@ -21,7 +21,8 @@ type State struct {
 // Only an admission of cost > 0 changes the state: for a peek or a denial Decide
 // returns s itself, or the zero State when s has aged back to initial — so a
 // store may write only admissions (Redis does) or write whatever Decide returns
-// (memory does) and both answer alike.
+// (memory does) and both answer alike. A peek (cost 0) answers as a request of
+// one unit would, consuming nothing.
 //
 // Decide is pure: it reads no clock and keeps nothing. p must be valid and cost
 // within [0, p.Capacity()]; see CheckRequest. A policy of an unknown algorithm

@@ -9,17 +9,14 @@ package sluice
 func tokenBucket(p *Policy, s *State, now, n int64, res *Result) {
 	interval := p.emissionInterval()
 	full := p.capacity() * interval
-	missing, last := s.Count, s.Time
-	if now > last {
-		missing = max(0, missing-(now-last))
-		last = now
-	} // else the clock ran backwards: no time has passed
+	missing, last := tokenBucketAt(s, now)
 	*res = Result{Limit: p.Limit}
-	if n == 0 || missing+n*interval <= full { // a peek is allowed even past a shrunk bucket
+	// A peek (n = 0) asks for one unit's credit and takes none.
+	if ask := max(n, 1) * interval; missing+ask <= full {
 		missing += n * interval
 		res.Allowed = true
 	} else {
-		res.RetryAfter = micros(missing + n*interval - full)
+		res.RetryAfter = micros(missing + ask - full)
 	}
 	// missing may exceed a bucket shrunk since; under one unit's credit is 0
 	// units, without a division (a denial's case).
@@ -34,4 +31,15 @@ func tokenBucket(p *Policy, s *State, now, n int64, res *Result) {
 	if res.Allowed && n > 0 { // a peek or a denial keeps the refill time
 		*s = State{Time: last, Count: missing}
 	}
+}
+
+// tokenBucketAt reads s at now: the credit missing once refilled, and the
+// refill's time (s's own when the clock ran backwards: no time has passed).
+func tokenBucketAt(s *State, now int64) (missing, last int64) {
+	missing, last = s.Count, s.Time
+	if now > last {
+		missing = max(0, missing-(now-last))
+		last = now
+	}
+	return missing, last
 }

@@ -75,7 +75,9 @@ func WithIPv6Prefix(bits int) Option {
 }
 
 // WithCost sets the function that says how many units a call costs on every
-// limit (default 1). A cost of 0 only peeks.
+// limit (default 1). A cost of 0 only peeks: the call is admitted while
+// every limit has a unit left and consumes nothing, the check before work
+// whose real cost you charge afterwards with sluice.Limiter.Charge.
 func WithCost(f func(ctx context.Context, fullMethod string) int64) Option {
 	return func(c *config) error { c.cost = f; return nil }
 }

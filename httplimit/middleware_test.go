@@ -365,6 +365,14 @@ func TestCost(t *testing.T) {
 	if n := peek(t, lim, "global"); n != 2 {
 		t.Fatalf("%d left, want 2", n)
 	}
+	// Once nothing is left, a cost of 0 is denied too: the check before work
+	// whose cost is charged afterwards.
+	if r = get(t, srv.URL, "X-Cost", "2"); r.StatusCode != http.StatusOK {
+		t.Fatalf("the last 2 units: %d", r.StatusCode)
+	}
+	if r = get(t, srv.URL, "X-Cost", "0"); r.StatusCode != http.StatusTooManyRequests || retryAfter(t, r) != 1 {
+		t.Fatalf("cost 0 with nothing left: %d, Retry-After %q; want 429 for one unit's wait", r.StatusCode, r.Header.Get("Retry-After"))
+	}
 }
 
 func TestLegacyAndQuietHeaders(t *testing.T) {

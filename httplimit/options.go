@@ -176,9 +176,11 @@ func WithIPv6Prefix(bits int) Option {
 }
 
 // WithCost sets the function that says how many units a request costs on every
-// limit (the default is 1). A cost of 0 only peeks; a cost above a limit's
-// capacity can never be admitted and fails with sluice.ErrExceedsCapacity
-// (see WithErrorHandler).
+// limit (the default is 1). A cost of 0 only peeks: the request is admitted
+// while every limit has a unit left and consumes nothing, the check before
+// work whose real cost (tokens, bytes) you charge afterwards with
+// sluice.Limiter.Charge. A cost above a limit's capacity can never be
+// admitted and fails with sluice.ErrExceedsCapacity (see WithErrorHandler).
 func WithCost(f func(*http.Request) int64) Option {
 	return func(c *config) error { c.cost = f; return nil }
 }

@@ -54,8 +54,8 @@ func TestPolicyChange(t *testing.T) {
 				t.Fatal("admitted at once after the limit (or burst) was lowered from 50 to 5")
 			}
 			peek, err := s.Decide(ctx, sluice.Request{Policy: &low, Key: "k", Cost: 0})
-			if err != nil || !peek.Allowed || peek.Remaining != 0 {
-				t.Fatalf("peek under the lowered limit: %+v, %v", peek, err)
+			if err != nil || peek.Allowed || peek.Remaining != 0 || peek.RetryAfter <= 0 {
+				t.Fatalf("peek under the lowered limit: %+v, %v; want denied, nothing left", peek, err)
 			}
 		})
 	}

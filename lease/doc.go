@@ -43,6 +43,17 @@
 // Multi-request batches (DecideAll) go to the remote store, which counts the
 // leased units as consumed, so all-or-nothing holds exactly.
 //
+// A peek (cost 0) at a key whose lease holds a unit is answered from the
+// lease, allowed: the store, which counts leased units as consumed, would
+// deny a request this node admits. Otherwise the store answers it.
+//
+// Charges (sluice.Charger) spend what the key's lease holds first, with no
+// store call when it covers them, and charge only the rest to the remote
+// store, which records it even beyond the limit. The bound does not change:
+// units a charge takes from a lease are spent within its TTL like any
+// admission from it, and the rest is counted in the store at once. A key
+// charged into debt gets no new lease until time has repaid it.
+//
 // When the remote store fails, a node keeps spending its current lease and
 // returns the store's error once it needs a new one. Wrap the remote store in
 // a fail policy (lease.New(failover.New(redis))) so that only the calls that

@@ -76,6 +76,9 @@ func (s *Store) Remote() sluice.Store { return s.remote }
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	ttl := s.ttlOf(req.Policy)
 	if req.Cost == 0 || ttl == 0 {
+		if res, ok := s.peekLocal(req); ok {
+			return res, nil
+		}
 		s.remoteDecisions.Add(1)
 		s.waited.Add(1)
 		return s.remoteDecide(ctx, req)

@@ -57,7 +57,14 @@ func encodeCold(alg uint8, st *sluice.State) (c coldState, exact, ok bool) {
 		return coldState{st.Time, uint32(st.Count)}, true, true
 	case slidingLogIndex:
 		newest, _ := st.Log.Newest()
-		// The sum is at most a sliding_log limit (MaxSlidingLogLimit): it fits.
+		if st.Count >= coldSaturated {
+			// Charged beyond the limit: kept saturated at the newest entry's
+			// time, so the key still owes (how much is lost) until no
+			// earlier than the log would have repaid it.
+			return coldState{newest.Time, coldSaturated}, false, true
+		}
+		// Admitted units sum to at most a sliding_log limit
+		// (MaxSlidingLogLimit): they fit.
 		return coldState{newest.Time, uint32(st.Count)}, st.Log.Len() <= 1, true
 	case slidingWindowIndex:
 		if st.Count >= coldCountLimit || st.Prev >= coldCountLimit {

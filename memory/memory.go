@@ -170,7 +170,7 @@ func (s *Store) Decide(_ context.Context, req sluice.Request) (res sluice.Result
 }
 
 // op is what apply does to a state at now other than a decision: a
-// reservation or a release. A concrete type rather than a func value lets the
+// reservation, a release or a charge. A concrete type rather than a func value lets the
 // compiler see that the state apply hands it stays on apply's stack.
 type op struct {
 	kind   opKind
@@ -185,14 +185,19 @@ type opKind uint8
 const (
 	opReserve opKind = iota
 	opRelease
+	opCharge
 )
 
 // run changes *st in place and writes into *res the Result the entry's expiry
 // follows.
 func (o *op) run(st *sluice.State, now int64, res *sluice.Result) {
-	if o.kind == opReserve {
+	switch o.kind {
+	case opReserve:
 		*st, o.r = sluice.Reserve(o.req.Policy, *st, now, o.req.Cost, o.upTo)
 		*res = o.r.Result
+		return
+	case opCharge:
+		sluice.ChargeInPlace(o.req.Policy, st, now, o.req.Cost, res)
 		return
 	}
 	*st = sluice.Refund(o.req.Policy, *st, now, o.r, o.unused) // opRelease
@@ -243,7 +248,7 @@ func (s *Store) apply(p *sluice.Policy, key string, cost int64, consumes bool, o
 	case o == nil && (cost == 0 || !res.Allowed):
 		sh.keep(i, p, res, now) // a peek or a denial leaves the state as it was
 	default:
-		logCap = nextLogCap(id.alg, logCap, oldLen, &next, res.Allowed && consumes)
+		logCap = o.nextLogCap(id.alg, logCap, oldLen, &next, res.Allowed && consumes)
 		if logCap > e.logCap {
 			var grown bool
 			if grown, applied = s.growLog(sh, i, h, p, &next, logCap, now, res); !grown {

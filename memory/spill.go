@@ -42,7 +42,7 @@ func (s *Store) applyAbsent(sh *shard, h uint64, p *sluice.Policy, id *entryKey,
 			return true
 		}
 	}
-	logCap := nextLogCap(id.alg, 0, 0, &next, res.Allowed && consumes)
+	logCap := o.nextLogCap(id.alg, 0, 0, &next, res.Allowed && consumes)
 	bytes := entryBytes(len(id.key), logCap)
 	sh.sweep(now, sweepPerInsert)
 	// A key back with an admission may move a colder key to the compact part

@@ -76,6 +76,7 @@ const (
 	opDecide  op = iota // a Decide, or a DecideAll set
 	opReserve           // a Reserve of reqs[0].Cost to upTo units (reserve.go)
 	opRelease           // a Release of reqs[0].Cost units of res
+	opCharge            // a Charge, or a ChargeAll set on one node (charge.go), queued apart
 )
 
 // submit decides w in the queue of its node: at once if no call is in flight
@@ -86,7 +87,7 @@ func (s *Store) submit(w *waiter) error {
 		s.runBatch(w.ctx, []*waiter{w})
 		return w.err
 	}
-	q := &s.q
+	q := s.queuesOf(w)
 	q.mu.Lock()
 	queue, busy := q.m[qk]
 	if !busy {
@@ -115,6 +116,15 @@ func (s *Store) submit(w *waiter) error {
 		// that was counted errs on the safe side.
 		return w.ctx.Err()
 	}
+}
+
+// queuesOf returns the queues w joins: charges share calls with each other
+// only (charge_batch); decisions, reservations and releases share theirs.
+func (s *Store) queuesOf(w *waiter) *queues {
+	if w.op == opCharge {
+		return &s.cq
+	}
+	return &s.q
 }
 
 // queueOf returns the queue of an item on keys, false if it has none (a set
@@ -187,6 +197,10 @@ func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
 // refund, reserve.lua's reserve_one), which costs Redis less than a batch of
 // one.
 func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
+	if batch[0].op == opCharge {
+		s.runCharges(ctx, batch)
+		return
+	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	if w := batch[0]; len(batch) == 1 && !w.all {
@@ -196,16 +210,21 @@ func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
 	}
 	b := s.encodeBatch(batch)
 	reply := make([]int64, b.replyLen)
-	err := s.run.Run(ctx, b.script, b.keys, b.args, reply)
+	setResults(b.order, b.script, reply, s.run.Run(ctx, b.script, b.keys, b.args, reply))
+	s.finish(b.order, batch)
+}
+
+// setResults gives each waiter of order, in turn, its answer from reply
+// (waiter.read), or the call's error.
+func setResults(order []*waiter, script *Script, reply []int64, err error) {
 	off := 0
-	for _, w := range b.order {
+	for _, w := range order {
 		if err != nil {
-			w.err = scriptError(b.script, err)
+			w.err = scriptError(script, err)
 			continue
 		}
 		off = w.read(reply, off)
 	}
-	s.finish(b.order, batch)
 }
 
 // runOne makes w's call alone.

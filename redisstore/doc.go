@@ -92,7 +92,7 @@
 //
 // # Expiry
 //
-// Only an admission writes: denials and peeks change nothing. Each write sets
+// Only an admission or a charge writes: denials and peeks change nothing. Each write sets
 // the key to expire when its state is back to initial (ResetAfter after the
 // decision, or later if the clock ran backwards): SET … PXAT (SET and
 // PEXPIREAT in the scripts, which also serve Redis < 6.2) on the server's
@@ -125,6 +125,22 @@
 // their calls: a batch makes each as it would be made alone, in its place, at
 // the call's instant. A node with leases thus has one call in flight per
 // node, not one for its decisions and another for its leases.
+//
+// Charges (Charge, and ChargeAll sets whose keys share a node) queue apart,
+// in a queue of their own per node, and go as one charge_batch call; a
+// ChargeAll set spread over several nodes sends each charge to its node,
+// pipelined, since charges are never all or nothing.
+//
+// # Charges
+//
+// A charge (sluice.Charger) records usage that already happened, even beyond
+// the limit, with the Go core's integer math (charge_*.lua): the count, the
+// missing credit or the TAT grows past the limit, up to the caps of
+// docs/semantics.md, and the key lives until its ResetAfter, which covers the
+// debt. A sliding log that holds L live entries adds a charge to its newest
+// entry, which moves to the charge's instant; before the log's running totals
+// (CUM) would pass 2^52 they are taken back to start from the oldest live
+// entry, so that they stay exact.
 //
 // There is one queue per node: per Redis server, per shard of a sharded store,
 // and per hash slot on a Cluster (a function's keys must share a slot there,

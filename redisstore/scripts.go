@@ -83,8 +83,9 @@ type lib struct{ name, src string }
 // body is the Lua every script and the library share: the header and every
 // algorithm (the leaky bucket's file needs GCRA's), then the entry points.
 func body() []string {
-	return []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
+	files := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
 		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaReserve, luaBatch, luaReset, luaSlots}
+	return append(files, chargeFiles()...)
 }
 
 func buildLibrary() lib {
@@ -111,10 +112,15 @@ func (e entry) call(keys, argv string) string {
 		return "decide_batch(" + keys + ", " + argv + ")"
 	case "reset":
 		return "reset_key(" + keys + ")"
+	case "charge_batch":
+		return "charge_batch(" + keys + ", " + argv + ")"
 	case "acquire":
 		return "acquire_slot(" + keys + ", " + argv + ")"
 	case "release":
 		return "release_slot(" + keys + ", " + argv + ")"
+	}
+	if alg, ok := strings.CutSuffix(e.code, chargeSuffix); ok {
+		return "charge_one(ALG." + alg + ", " + keys + ", " + argv + ")"
 	}
 	if strings.HasSuffix(e.code, batchSuffix) {
 		return "decide_batch(" + keys + ", " + argv + ")"
@@ -144,10 +150,11 @@ func allScripts() []entry {
 	// One script for any mix of algorithms: every algorithm, then the
 	// batch's entry point.
 	every := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog, luaTokenBucket, luaGCRA, luaLeakyBucket}
-	return append(es, entry{name: "batch", code: "batch", files: append(every[:len(every):len(every)], luaReserve, luaBatch)},
+	es = append(es, entry{name: "batch", code: "batch", files: append(every[:len(every):len(every)], luaReserve, luaBatch)},
 		entry{name: "reset", code: "reset", files: []string{luaReset}},
 		entry{name: "acquire", code: "acquire", files: []string{luaHeader, luaSlots}},
 		entry{name: "release", code: "release", files: []string{luaHeader, luaSlots}})
+	return append(es, chargeEntries()...)
 }
 
 func algoFile(a sluice.Algorithm) string {
@@ -207,6 +214,8 @@ var (
 	// scriptBatch holds every algorithm, so one script serves any mix.
 	scriptBatch = scripts["batch"]
 	scriptReset = scripts["reset"]
+	// scriptChargeBatch holds every algorithm's charge, for any mix of charges.
+	scriptChargeBatch = scripts["charge_batch"]
 	// scriptAcquire and scriptRelease hold the slots of concurrency
 	// policies (slots.go).
 	scriptAcquire = scripts["acquire"]

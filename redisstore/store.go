@@ -26,6 +26,7 @@ type Store struct {
 	timeout  time.Duration
 	part     Partitioner           // s.run's, when it is one
 	q        queues                // group commit (coalesce.go)
+	cq       queues                // group commit of charges (charge.go)
 	onBatch  func(order []*waiter) // a test's hook, after each batch's call
 }
 
@@ -175,13 +176,28 @@ func (s *Store) Close() error {
 // function when it is alone, else a batch shared with the Decides and
 // DecideAlls queued for the same node meanwhile (coalesce.go).
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
-	w := &waiter{ctx: ctx}
-	w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
-	w.reqs, w.keys, w.results = w.one[:], w.oneKey[:], w.oneRes[:]
+	w := s.oneWaiter(ctx, req)
 	if err := s.submit(w); err != nil {
 		return sluice.Result{}, err
 	}
 	return w.oneRes[0], nil
+}
+
+// oneWaiter returns the waiter of a lone request, its slices in itself.
+func (s *Store) oneWaiter(ctx context.Context, req sluice.Request) *waiter {
+	w := &waiter{ctx: ctx}
+	w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
+	w.reqs, w.keys, w.results = w.one[:], w.oneKey[:], w.oneRes[:]
+	return w
+}
+
+// keysOf returns the Redis keys of reqs.
+func (s *Store) keysOf(reqs []sluice.Request) []string {
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = s.Key(r.Policy, r.Key)
+	}
+	return keys
 }
 
 // DecideAll implements sluice.Store. Keys on one node (a single Redis, or one
@@ -192,10 +208,7 @@ func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []
 	if len(reqs) == 0 {
 		return nil
 	}
-	keys := make([]string, len(reqs))
-	for i, r := range reqs {
-		keys[i] = s.Key(r.Policy, r.Key)
-	}
+	keys := s.keysOf(reqs)
 	if !s.run.Colocated(keys) {
 		ctx, cancel := s.bound(ctx)
 		defer cancel()

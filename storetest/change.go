@@ -21,8 +21,8 @@ type changeStep struct {
 // (and, but for the last, its algorithm), worked by hand from the contract's
 // "Changing a policy": the windows count what they hold against the new limit,
 // the buckets keep their missing credit in µs. Remaining never goes below
-// zero, a peek is allowed, and RetryAfter is exact however far the state is
-// over the new limit.
+// zero, a peek is denied (nothing is left), and RetryAfter is exact however
+// far the state is over the new limit.
 var changeVectors = []struct {
 	name     string
 	versions []sluice.Policy
@@ -33,7 +33,7 @@ var changeVectors = []struct {
 		{Name: "fw", Algorithm: sluice.FixedWindow, Limit: 3, Period: s},
 	}, []changeStep{
 		{0, 0, 5, ok(5, 0, 1*s)},
-		{100 * ms, 1, 0, ok(3, 0, 900*ms)},             // 5 counted against 3: nothing left, not −2
+		{100 * ms, 1, 0, deny(3, 0, 900*ms, 900*ms)},   // 5 counted against 3: nothing left, not −2
 		{100 * ms, 1, 1, deny(3, 0, 900*ms, 900*ms)},   // until the next window
 		{1 * s, 1, 3, ok(3, 0, 1*s)},                   // a fresh window of 3
 		{1 * s, 0, 2, ok(5, 0, 1*s)},                   // raised: 3 + 2 ≤ 5 at once
@@ -54,9 +54,9 @@ var changeVectors = []struct {
 	}, []changeStep{
 		{0, 0, 2, ok(5, 3, 1*s)},
 		{100 * ms, 0, 3, ok(5, 0, 1*s)},
-		{200 * ms, 1, 0, ok(3, 0, 900*ms)},           // 5 logged against 3
+		{200 * ms, 1, 0, deny(3, 0, 900*ms, 900*ms)}, // 5 logged against 3
 		{200 * ms, 1, 1, deny(3, 0, 900*ms, 900*ms)}, // 5−2+1 > 3: both entries must leave
-		{1 * s, 1, 0, ok(3, 0, 100*ms)},              // the 2 at 0 left; 3 remain logged
+		{1 * s, 1, 0, deny(3, 0, 100*ms, 100*ms)},    // the 2 at 0 left; 3 remain logged
 		{1 * s, 1, 1, deny(3, 0, 100*ms, 100*ms)},
 		{1*s + 100*ms, 1, 3, ok(3, 0, 1*s)},
 	}},
@@ -66,7 +66,7 @@ var changeVectors = []struct {
 	}, []changeStep{
 		{500 * ms, 0, 6, ok(10, 4, 1500*ms)},
 		// prev 6 weighs 6·0.75 = 4.5 > 4
-		{1250 * ms, 1, 0, ok(4, 0, 750*ms)},
+		{1250 * ms, 1, 0, deny(4, 0, 250*ms, 750*ms)},
 		// 6·(P−e) ≤ (4−0−1)·P ⇔ e ≥ 500ms
 		{1250 * ms, 1, 1, deny(4, 0, 250*ms, 750*ms)},
 		{1499*ms + 999*µs, 1, 1, deny(4, 0, 1*µs, 500*ms+1*µs)},
@@ -78,7 +78,7 @@ var changeVectors = []struct {
 		{Name: "sw", Algorithm: sluice.SlidingWindow, Limit: 4, Period: s},
 	}, []changeStep{
 		{0, 0, 8, ok(10, 2, 2*s)},
-		{100 * ms, 1, 0, ok(4, 0, 1900*ms)},
+		{100 * ms, 1, 0, deny(4, 0, 1525*ms, 1900*ms)},
 		// next window, prev = 8: 8·(P−e) ≤ 3·P ⇔ e ≥ 625ms
 		{100 * ms, 1, 1, deny(4, 0, 1525*ms, 1900*ms)},
 		{1624*ms + 999*µs, 1, 1, deny(4, 0, 1*µs, 375*ms+1*µs)},
@@ -86,7 +86,7 @@ var changeVectors = []struct {
 	}},
 	{"fixed_window_period_lengthened", periods(sluice.FixedWindow, s, 2*s), []changeStep{
 		{1500 * ms, 0, 3, ok(3, 0, 500*ms)},
-		{1600 * ms, 1, 0, ok(3, 0, 400*ms)}, // the 3 belong to the new window [0, 2s)
+		{1600 * ms, 1, 0, deny(3, 0, 400*ms, 400*ms)}, // the 3 belong to the new window [0, 2s)
 		{1600 * ms, 1, 1, deny(3, 0, 400*ms, 400*ms)},
 		{2 * s, 1, 3, ok(3, 0, 2*s)},
 	}},
@@ -103,9 +103,11 @@ var changeVectors = []struct {
 	}},
 	{"sliding_window_period_lengthened", periods(sluice.SlidingWindow, s, 2*s), []changeStep{
 		{1500 * ms, 0, 3, ok(3, 0, 1500*ms)},
-		{1600 * ms, 1, 0, ok(3, 0, 2400*ms)}, // cur 3 in the new window [0, 2s): leaves at 4s
-		{2 * s, 1, 0, ok(3, 0, 2*s)},         // now prev 3, weighing 3 at e = 0
-		{3 * s, 1, 1, ok(3, 0, 3*s)},         // 3·(2s−1s)/2s = 1.5; 1.5 + 1 ≤ 3
+		// cur 3 in the new window [0, 2s), leaving at 4s: one more unit
+		// waits for the next window, where 3·(2s−e)/2s ≤ 2 ⇔ e ≥ 666,667µs
+		{1600 * ms, 1, 0, deny(3, 0, 1066667*µs, 2400*ms)},
+		{2 * s, 1, 0, deny(3, 0, 666667*µs, 2*s)}, // now prev 3, weighing 3 at e = 0
+		{3 * s, 1, 1, ok(3, 0, 3*s)},              // 3·(2s−1s)/2s = 1.5; 1.5 + 1 ≤ 3
 	}},
 	{"token_bucket_burst_shrinks", bursts(sluice.TokenBucket), burstShrinkSteps(false)},
 	{"gcra_burst_shrinks", bursts(sluice.GCRA), burstShrinkSteps(false)},
@@ -129,8 +131,8 @@ var changeVectors = []struct {
 		{Name: "same", Algorithm: sluice.TokenBucket, Limit: 2, Period: s},
 	}, []changeStep{
 		{0, 0, 2, ok(2, 0, 1*s)},
-		{0, 1, 1, ok(2, 1, 500*ms)}, // a state of its own: a full bucket
-		{0, 0, 0, ok(2, 0, 1*s)},    // the window's state is still there
+		{0, 1, 1, ok(2, 1, 500*ms)},     // a state of its own: a full bucket
+		{0, 0, 0, deny(2, 0, 1*s, 1*s)}, // the window's state is still there
 		{0, 1, 0, ok(2, 1, 500*ms)},
 	}},
 }
@@ -152,7 +154,7 @@ func burstShrinkSteps(leaky bool) []changeStep {
 	}
 	return []changeStep{
 		{0, 0, 10, ok(10, 0, 1*s)},
-		{0, 1, 0, ok(10, 0, 1*s)},
+		{0, 1, 0, deny(10, 0, 900*ms, 1*s)},
 		{0, 1, 1, deny(10, 0, 900*ms, 1*s)},
 		{100 * ms, 1, 1, deny(10, 0, 800*ms, 900*ms)},
 		{899*ms + 999*µs, 1, 1, deny(10, 0, 1*µs, 100*ms+1*µs)},
@@ -183,7 +185,7 @@ func rates(a sluice.Algorithm, from, to int64) []sluice.Policy {
 // next unit waits T' plus the 2µs by which the old intervals exceed a second.
 var raisedSteps = []changeStep{
 	{0, 0, 3, ok(3, 0, 1000002*µs)},
-	{0, 1, 0, ok(5, 0, 1000002*µs)},
+	{0, 1, 0, deny(5, 0, 200002*µs, 1000002*µs)},
 	{0, 1, 1, deny(5, 0, 200002*µs, 1000002*µs)},
 	{200001 * µs, 1, 1, deny(5, 0, 1*µs, 800001*µs)},
 	{200002 * µs, 1, 1, ok(5, 0, 1000000*µs)},

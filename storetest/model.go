@@ -20,6 +20,7 @@ type model struct {
 	tokenAt int64
 	lastEnd int64 // leaky bucket: when the queue is empty (last departure + its cost·T)
 	span    int64 // buckets: the largest B·T of any policy so far, which bounds every wait
+	debt    int64 // buckets: the µs of credit charged so far, which bounds what is owed
 }
 
 type admission struct{ t, n int64 }
@@ -158,7 +159,7 @@ func firstAt(t, horizon int64, ok func(int64) bool) int64 {
 
 func (m *model) horizon() int64 {
 	if m.bucket() {
-		return m.span + (m.B+1)*m.T
+		return m.span + (m.B+1)*m.T + m.debt
 	}
 	return 3 * m.P
 }

@@ -12,13 +12,13 @@ import (
 // records the admission in the model.
 func (m *model) expected(now, n int64) sluice.Result {
 	res := sluice.Result{Limit: m.L}
-	if n == 0 || m.admits(now, n) { // a peek is always allowed
+	if ask := max(n, 1); m.admits(now, ask) { // a peek is allowed when one unit would be
 		res.Allowed = true
 		if d := m.admit(now, n); m.alg == sluice.LeakyBucket {
 			res.Delay = time.Duration(d) * time.Microsecond
 		}
 	} else {
-		res.RetryAfter = time.Duration(m.retryAfter(now, n)) * time.Microsecond
+		res.RetryAfter = time.Duration(m.retryAfter(now, ask)) * time.Microsecond
 	}
 	res.Remaining = m.remaining(now)
 	res.ResetAfter = time.Duration(m.resetAfter(now)) * time.Microsecond

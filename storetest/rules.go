@@ -29,27 +29,47 @@ func testFixedWindowBoundary(t *testing.T, open Opener) {
 	}
 }
 
-// testPeek: cost 0 is always allowed, reports the state, and changes nothing —
-// a key that is peeked at between requests answers exactly like one that is not.
+// testPeek: cost 0 reports the state and changes nothing — a key that is
+// peeked at between requests answers exactly like one that is not — and is
+// allowed exactly when a request of one unit would be: when something is
+// left. Denied, its RetryAfter is exact: still denied 1µs before it, allowed
+// at it.
 func testPeek(t *testing.T, open Opener) {
 	forEachAlgorithm(t, func(t *testing.T, a sluice.Algorithm) {
 		p := policies(a)[0]
 		e := newEnv(t, open)
 		l := e.limiter(p)
+		denied := 0
 		for i := 0; i < 40; i++ {
 			e.clock.Advance(time.Duration(i%7) * p.Period / 13)
 			cost := int64(i%3 + 1)
 			peek := e.allow(l, "peeked", 0)
-			if !peek.Allowed || peek.RetryAfter != 0 || peek.Delay != 0 {
-				t.Fatalf("step %d: peek %+v: want allowed, no RetryAfter, no Delay", i, peek)
+			if peek.Allowed != (peek.Remaining >= 1) || peek.Delay != 0 ||
+				peek.Allowed && peek.RetryAfter != 0 || !peek.Allowed && peek.RetryAfter <= 0 {
+				t.Fatalf("step %d: peek %+v: want allowed exactly when something is left, a RetryAfter only when denied, no Delay", i, peek)
 			}
 			if again := e.allow(l, "peeked", 0); again != peek {
 				t.Fatalf("step %d: second peek %+v differs from first %+v", i, again, peek)
+			}
+			if !peek.Allowed {
+				denied++
+				start := e.clock.Now()
+				e.clock.Set(start.Add(peek.RetryAfter - time.Microsecond))
+				if r := e.allow(l, "peeked", 0); r.Allowed {
+					t.Fatalf("step %d: peek allowed 1µs before its RetryAfter %v: %+v", i, peek.RetryAfter, r)
+				}
+				e.clock.Set(start.Add(peek.RetryAfter))
+				if r := e.allow(l, "peeked", 0); !r.Allowed || r.Remaining < 1 {
+					t.Fatalf("step %d: peek denied at its RetryAfter %v: %+v", i, peek.RetryAfter, r)
+				}
 			}
 			plain, peeked := e.allow(l, "plain", cost), e.allow(l, "peeked", cost)
 			if plain != peeked {
 				t.Fatalf("step %d: peeks changed the answer: %+v vs %+v", i, peeked, plain)
 			}
+		}
+		if denied == 0 {
+			t.Fatalf("no peek found the key used up: the trace tests nothing")
 		}
 	})
 }

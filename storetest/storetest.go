@@ -2,8 +2,9 @@
 // vectors, randomized traces and rule checks, run against a store whose clock the
 // suite controls. It asserts every rule and guarantee of Sluice's decision
 // contract for every algorithm, so a store that passes returns the same Results as
-// every other store. The store must also hold in-flight slots (implement
-// sluice.SlotStore): the Slots cases check them.
+// every other store. The store must implement sluice.Charger (charges of usage
+// beyond the limit are part of the contract) and hold in-flight slots
+// (implement sluice.SlotStore): the Slots cases check them.
 //
 // A store's own tests call Run:
 //
@@ -50,6 +51,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Guarantees", func(t *testing.T) { testGuarantees(t, open) })
 	t.Run("FixedWindowBoundary", func(t *testing.T) { testFixedWindowBoundary(t, open) })
 	t.Run("Peek", func(t *testing.T) { testPeek(t, open) })
+	t.Run("PeekInSet", func(t *testing.T) { testPeekInSet(t, open) })
 	t.Run("DeniedConsumesNothing", func(t *testing.T) { testDeniedConsumesNothing(t, open) })
 	t.Run("AllOrNothing", func(t *testing.T) { testAllOrNothing(t, open) })
 	t.Run("Capacity", func(t *testing.T) { testCapacity(t, open) })
@@ -60,6 +62,11 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Reset", func(t *testing.T) { testReset(t, open) })
 	t.Run("ChangeVectors", func(t *testing.T) { testChangeVectors(t, open) })
 	t.Run("ChangeReference", func(t *testing.T) { testChangeReference(t, open) })
+	t.Run("ChargeVectors", func(t *testing.T) { testChargeVectors(t, open) })
+	t.Run("ChargeReference", func(t *testing.T) { testChargeReference(t, open) })
+	t.Run("ChargeBounds", func(t *testing.T) { testChargeBounds(t, open) })
+	t.Run("ChargeExpiry", func(t *testing.T) { testChargeExpiry(t, open) })
+	t.Run("ChargeAll", func(t *testing.T) { testChargeAll(t, open) })
 	t.Run("Slots", func(t *testing.T) { RunSlots(t, open) })
 }
 

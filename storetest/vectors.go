@@ -42,7 +42,7 @@ var vectors = []struct {
 		{950 * ms, 2, deny(3, 1, 50*ms, 50*ms)}, // 2+2 > 3: wait for the window at 1s
 		{999*ms + 999*µs, 1, ok(3, 0, 1*µs)},    // last µs of the window
 		{1 * s, 3, ok(3, 0, 1*s)},               // new window: 6 units within 100ms
-		{1 * s, 0, ok(3, 0, 1*s)},               // peek
+		{1 * s, 0, deny(3, 0, 1*s, 1*s)},        // a peek with nothing left: denied
 		{1*s + 500*ms, 1, deny(3, 0, 500*ms, 500*ms)},
 	}},
 	{"sliding_log", sluice.Policy{Name: "sl", Algorithm: sluice.SlidingLog, Limit: 3, Period: s}, []step{

@@ -23,27 +23,12 @@ const (
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := cli.NewFlagSet("sluice check", "sluice check [--server URL] --policy NAME --key KEY [--cost N] [--plan PLAN]",
 		"Check asks a running service (its HTTP API) whether a request is allowed, and\nprints the decision. Exit status: 0 allowed, 1 denied, 2 error.\nA cost of 0 only looks (a peek): it prints what is left, consumes nothing and\nexits 0; \"a request of cost 1 would be denied\" means the key is used up.", stderr)
-	server := fs.String("server", "http://127.0.0.1:8080", "the service's HTTP `URL`; host:port means http://host:port")
-	policy := fs.String("policy", "", "the policy `name` (GET /v1/policies lists them)")
-	key := fs.String("key", "", "the `key` to limit, e.g. a user or API key")
+	kf := addKeyFlags(fs)
 	cost := fs.Int64("cost", 1, "the units the request costs")
-	plan := fs.String("plan", "", "the key's `plan`, for a policy with plans (none or an unknown one: the default plan)")
-	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
-	if code := cli.ParseFlags(fs, args); code >= 0 {
+	if code := kf.parse(fs, args); code >= 0 {
 		return code // 0 after --help, 2 (exitError) for a usage error
 	}
-	if *policy == "" || *key == "" {
-		return cli.UsageError(fs, "--policy and --key are required")
-	}
-	base, err := serverURL(*server)
-	if err != nil {
-		return cli.UsageError(fs, err.Error())
-	}
-	*server = base
-	fields := map[string]any{"policy": *policy, "key": *key, "cost": *cost}
-	if *plan != "" {
-		fields["plan"] = *plan
-	}
+	server, timeout, fields := &kf.server, &kf.timeout, kf.fields(*cost)
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	var out struct {
@@ -74,8 +59,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	c := out.Checks[0]
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	if *cost == 0 {
-		// A peek is always "allowed" and consumes nothing: what it reports
-		// is the state, so say that rather than "allowed".
+		// A peek consumes nothing, and the API denies it once nothing is
+		// left: what it reports is the state, so say that rather than
+		// "allowed" or "denied".
 		fmt.Fprintf(stdout, "peek: policy %s, key %q: %d of %d left", c.Policy, c.Key, c.Remaining, c.Limit)
 		if c.Remaining == 0 {
 			fmt.Fprint(stdout, ", a request of cost 1 would be denied now")

@@ -24,6 +24,12 @@
 //     peeked at and would have denied. A store failure of a shadow check
 //     fails nothing: it is returned in Outcome.ShadowErrors.
 //
+//   - Debt checks count as envoyproxy/ratelimit does: a quota-mode one's
+//     cost is charged even beyond its limit, also when the request is
+//     denied for want of quota, and once the request is charged it is
+//     exhausted when its key owes units; a peek is exhausted, and
+//     an enforced one denies the request, only while its key owes units.
+//
 //   - When every quota-mode check of an admitted request turns out exhausted
 //     (another request took the last units meanwhile), the request is denied
 //     after all: Outcome.QuotaDenied.
@@ -39,6 +45,7 @@ package decide
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/sluicehq/sluice"
 )
@@ -66,6 +73,13 @@ const (
 	// Failed, set by Decide: the store failed this shadow check (see
 	// Outcome.ShadowErrors); its Result is zero.
 	Failed
+	// Debt: the check counts as envoyproxy/ratelimit counts, which adds
+	// every cost to its counter and is over the limit only once the counter
+	// is past it. A quota-mode check's cost is charged (recorded even beyond
+	// the limit, sluice.Charger) and it is exhausted once the key owes
+	// units; a peek (cost 0) is exhausted, and an enforced one denies, only
+	// while the key owes units, not when it merely has none left.
+	Debt
 )
 
 // Check is one check of a request.
@@ -106,6 +120,12 @@ type ShadowError struct {
 
 func (c *Check) enforced() bool { return c.Flags&(Shadow|Ban) == 0 }
 
+// batched reports whether c is decided in the enforced batch: a rated
+// check, but for a Debt peek, which is read apart (owes).
+func (c *Check) batched() bool { return c.rated() && !c.debtPeek() }
+
+func (c *Check) debtPeek() bool { return c.Flags&Debt != 0 && c.Request.Cost == 0 }
+
 // storeOf is the store c is decided on.
 func (c *Check) storeOf(store sluice.Store) sluice.Store {
 	if c.Store != nil {
@@ -131,11 +151,26 @@ func Decide(ctx context.Context, store sluice.Store, checks []Check, results []s
 			blocked = true
 		}
 	}
+	if !blocked && all&Debt != 0 {
+		owing, err := owes(ctx, store, checks, results)
+		if err != nil {
+			return Outcome{}, err
+		}
+		blocked = owing
+	}
+	quotaBlocked := false
 	if !blocked && all&Quota != 0 && quotaGone(ctx, store, checks) {
-		blocked = true
+		blocked, quotaBlocked = true, true
 	}
 	if blocked {
-		return Outcome{Blocked: true}, peekAll(ctx, store, checks, results)
+		if err := peekAll(ctx, store, checks, results); err != nil {
+			return Outcome{}, err
+		}
+		out := Outcome{Blocked: true}
+		if all&Debt != 0 {
+			out.ShadowErrors = settleDebts(ctx, store, checks, results, quotaBlocked)
+		}
+		return out, nil
 	}
 	allowed, err := decideEnforced(ctx, store, checks, results)
 	if err != nil {
@@ -186,7 +221,7 @@ func decideEnforced(ctx context.Context, store sluice.Store, checks []Check, res
 func decideRates(ctx context.Context, store sluice.Store, checks []Check, results []sluice.Result, peek bool) (bool, error) {
 	n, last := 0, -1
 	for i := range checks {
-		if checks[i].rated() {
+		if checks[i].batched() {
 			n, last = n+1, i
 		}
 	}
@@ -209,7 +244,7 @@ func decideRates(ctx context.Context, store sluice.Store, checks []Check, result
 	}
 	reqs := make([]sluice.Request, 0, n)
 	for i := range checks {
-		if checks[i].rated() {
+		if checks[i].batched() {
 			reqs = append(reqs, req(i))
 		}
 	}
@@ -223,7 +258,7 @@ func decideRates(ctx context.Context, store sluice.Store, checks []Check, result
 	allowed := !peek
 	j := 0
 	for i := range checks {
-		if !checks[i].rated() {
+		if !checks[i].batched() {
 			continue
 		}
 		results[i] = res[j]
@@ -252,7 +287,13 @@ func decideShadow(ctx context.Context, store sluice.Store, checks []Check, resul
 		if peek {
 			req.Cost = 0
 		}
-		r, err := decideOne(ctx, c.storeOf(store), c, req)
+		var r sluice.Result
+		var err error
+		if c.Flags&Debt != 0 && (req.Cost == 0 || c.Flags&Quota != 0) {
+			r, err = charge(ctx, c.storeOf(store), req)
+		} else {
+			r, err = decideOne(ctx, c.storeOf(store), c, req)
+		}
 		if err != nil {
 			c.Flags |= Failed
 			results[i] = sluice.Result{}
@@ -335,8 +376,9 @@ func peekOf(req sluice.Request) sluice.Request {
 	return req
 }
 
-// markExhausted flags the checks that could not admit their cost: a ban or a
-// check over capacity with a cost; when the request was admitted (and its
+// markExhausted flags the checks that could not admit their cost (a peek's
+// is one unit, as the stores answer it): a ban or a check over capacity with
+// a cost; when the request was admitted (and its
 // checks charged), one the store denied; otherwise (only peeked at, or part
 // of a denied batch, which consumes nothing and reports each limit as it
 // stands) one with less left than its cost.
@@ -346,13 +388,15 @@ func markExhausted(checks []Check, results []sluice.Result, admitted bool) {
 		cost := c.Request.Cost
 		var exhausted bool
 		switch {
-		case cost == 0 || c.Flags&Failed != 0:
+		case c.Flags&Failed != 0:
 		case c.Flags&(Ban|OverCapacity) != 0:
-			exhausted = true
+			exhausted = cost > 0
+		case c.Flags&Debt != 0 && (cost == 0 || admitted && c.Flags&Quota != 0):
+			exhausted = results[i].Remaining < 0 // owes units
 		case admitted:
 			exhausted = !results[i].Allowed
 		default:
-			exhausted = results[i].Remaining < cost
+			exhausted = results[i].Remaining < max(cost, 1) // a peek asks for one unit
 		}
 		if exhausted {
 			c.Flags |= Exhausted
@@ -368,6 +412,11 @@ func quotaGone(ctx context.Context, store sluice.Store, checks []Check) bool {
 		c := &checks[i]
 		switch {
 		case c.Flags&Quota == 0:
+		case c.debtPeek():
+			r, err := charge(ctx, c.storeOf(store), c.Request)
+			if err != nil || r.Remaining >= 0 {
+				return false
+			}
 		case c.Request.Cost == 0:
 			return false
 		case c.Flags&(Ban|OverCapacity) != 0:
@@ -389,4 +438,70 @@ func quotaExhausted(checks []Check) bool {
 		}
 	}
 	return true
+}
+
+// owes reads the enforced Debt peeks, which the enforced batch leaves out,
+// writing their results: one is allowed unless its key owes units, and
+// owes reports whether any does (the request is then denied).
+func owes(ctx context.Context, store sluice.Store, checks []Check, results []sluice.Result) (bool, error) {
+	owing := false
+	for i := range checks {
+		c := &checks[i]
+		if !c.rated() || !c.debtPeek() {
+			continue
+		}
+		r, err := charge(ctx, store, c.Request)
+		if err != nil {
+			return false, err
+		}
+		r.Allowed = r.Remaining >= 0
+		results[i] = r
+		owing = owing || !r.Allowed
+	}
+	return owing, nil
+}
+
+// charge records req on store, which must be a sluice.Charger.
+func charge(ctx context.Context, store sluice.Store, req sluice.Request) (sluice.Result, error) {
+	c, ok := store.(sluice.Charger)
+	if !ok {
+		return sluice.Result{}, fmt.Errorf("%w (%T)", sluice.ErrNotChargeable, store)
+	}
+	req, err := sluice.CheckCharge(req)
+	if err != nil {
+		return sluice.Result{}, err
+	}
+	return c.Charge(ctx, req)
+}
+
+// settleDebts completes a blocked request's Debt checks, which peekAll read
+// as decisions report them (never owing): when the request was denied for
+// want of quota its quota-mode checks are charged (envoyproxy/ratelimit
+// counts them whatever the answer), and its peeks are read as charges of
+// nothing, which say what a key owes. Their results stay denials; which are
+// exhausted is then said again.
+func settleDebts(ctx context.Context, store sluice.Store, checks []Check, results []sluice.Result, quotaBlocked bool) []ShadowError {
+	var errs []ShadowError
+	for i := range checks {
+		c := &checks[i]
+		switch {
+		case c.Flags&(Ban|OverCapacity) != 0:
+			continue
+		case c.Request.Cost == 0:
+		case !quotaBlocked || c.Flags&Quota == 0:
+			continue
+		}
+		r, err := charge(ctx, c.storeOf(store), c.Request)
+		if err != nil {
+			errs = append(errs, ShadowError{Index: i, Err: err})
+			continue
+		}
+		r.Allowed = false
+		results[i] = r
+	}
+	for i := range checks {
+		checks[i].Flags &^= Exhausted
+	}
+	markExhausted(checks, results, false)
+	return errs
 }

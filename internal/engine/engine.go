@@ -93,6 +93,10 @@ type Request struct {
 	// when all of them are exhausted (envoyproxy/ratelimit's quota_mode).
 	// Otherwise they are shadow policies.
 	QuotaMode bool
+	// Debt: the checks count as envoyproxy/ratelimit counts (decide.Debt):
+	// a quota-mode check's cost is charged even beyond its limit, and a
+	// peek is over the limit only while its key owes units.
+	Debt bool
 	// Refused: the front end denies the request whatever its checks say
 	// (a descriptor too large to decide); every check is only peeked at.
 	Refused bool

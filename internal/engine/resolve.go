@@ -62,6 +62,9 @@ func flagsOf(c *Check, r *Request) decide.Flags {
 	if c.Policy.QuotaMode && r.QuotaMode {
 		f |= decide.Quota
 	}
+	if r.Debt {
+		f |= decide.Debt
+	}
 	switch {
 	case c.Limit.DeniesAll():
 		f |= decide.Ban
@@ -127,11 +130,21 @@ func validate(checks []Check) error {
 		if err := decide.CheckRequest(req); err != nil {
 			return &CheckError{Index: i, Policy: c.Policy.Name, Err: err}
 		}
-		for j := range i {
-			if checks[j].Policy.Name == c.Policy.Name && checks[j].Key == c.Key {
-				return &CheckError{Index: i, Policy: c.Policy.Name,
-					Err: fmt.Errorf("%w: checks %d and %d name the same key; add their costs into one check", sluice.ErrDuplicateCheck, j, i)}
-			}
+		if err := duplicateOf(checks, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// duplicateOf reports checks[i] naming the (policy, key) of an earlier
+// check: a *CheckError wrapping sluice.ErrDuplicateCheck.
+func duplicateOf(checks []Check, i int) error {
+	c := &checks[i]
+	for j := range i {
+		if checks[j].Policy.Name == c.Policy.Name && checks[j].Key == c.Key {
+			return &CheckError{Index: i, Policy: c.Policy.Name,
+				Err: fmt.Errorf("%w: checks %d and %d name the same key; add their costs into one check", sluice.ErrDuplicateCheck, j, i)}
 		}
 	}
 	return nil

@@ -199,7 +199,7 @@ func (sc *scratch) plan() {
 	}
 	n := len(sc.checks)
 	sc.results = slices.Grow(sc.results[:0], n)[:n]
-	sc.req = engine.Request{Checks: sc.checks, Results: sc.results, DenyOverCapacity: true, QuotaMode: true, Refused: refused}
+	sc.req = engine.Request{Checks: sc.checks, Results: sc.results, DenyOverCapacity: true, QuotaMode: true, Debt: true, Refused: refused}
 }
 
 // find returns the index of the check of (policy, key), or -1. A linear scan:

@@ -99,6 +99,7 @@ func New(svc *service.Service, opts ...Option) http.Handler {
 	a := newAPI(svc, opts)
 	r := newRoutes()
 	r.handle("POST", "/v1/check", svc.Tracer().HTTP("POST", "/v1/check", http.HandlerFunc(a.check)))
+	r.handle("POST", "/v1/charge", svc.Tracer().HTTP("POST", "/v1/charge", http.HandlerFunc(a.charge)))
 	r.handle("POST", "/v1/release", svc.Tracer().HTTP("POST", "/v1/release", http.HandlerFunc(a.release)))
 	r.handle("GET", "/v1/policies", http.HandlerFunc(a.policies))
 	a.admin(r)

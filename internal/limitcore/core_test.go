@@ -125,6 +125,40 @@ func TestDecideAllOrNothingAndShadow(t *testing.T) {
 	}
 }
 
+// TestDecideZeroCost: a request of cost 0 (a check before work charged
+// afterwards) is admitted while every limit has a unit left, consuming
+// nothing, and denied once one has none; a shadow limit with none left is
+// reported, for the admitted request and for the denied one.
+func TestDecideZeroCost(t *testing.T) {
+	c, reports := newCore(t,
+		Limit[req]{Policy: policy("tokens", 2), Key: field("user")},
+		Limit[req]{Policy: policy("trial", 1), Key: field("user"), Shadow: true},
+	)
+	ctx := context.Background()
+	if d, err := c.Decide(ctx, req{"user": "x"}, 0); err != nil || !d.Allowed || d.Quotas[0].Result.Remaining != 2 {
+		t.Fatalf("cost 0 on a fresh key: %+v, %v", d, err)
+	}
+	if d, err := c.Decide(ctx, req{"user": "x"}, 1); err != nil || !d.Allowed {
+		t.Fatalf("cost 1: %+v, %v", d, err)
+	}
+	if d, err := c.Decide(ctx, req{"user": "x"}, 0); err != nil || !d.Allowed {
+		t.Fatalf("cost 0 with a unit left: %+v, %v", d, err)
+	}
+	if strings.Join(*reports, ",") != "trial" {
+		t.Fatalf("shadow reports %q, want trial, used up, for the admitted cost 0", *reports)
+	}
+	if d, err := c.Decide(ctx, req{"user": "x"}, 1); err != nil || !d.Allowed {
+		t.Fatalf("the last unit: %+v, %v", d, err)
+	}
+	d, err := c.Decide(ctx, req{"user": "x"}, 0)
+	if err != nil || d.Allowed || d.RetryAfter <= 0 {
+		t.Fatalf("cost 0 with nothing left: %+v, %v; want denied with a RetryAfter", d, err)
+	}
+	if got := strings.Join(*reports, ","); got != "trial,trial,trial denied anyway" {
+		t.Fatalf("shadow reports %q, want trial used up for the denied cost 0 too", got)
+	}
+}
+
 func TestDecideKeyError(t *testing.T) {
 	boom := errors.New("boom")
 	c, _ := newCore(t, Limit[req]{Policy: policy("p", 1), Key: func(req) (string, error) { return "", boom }})

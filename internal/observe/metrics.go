@@ -41,6 +41,7 @@ type Observer struct {
 	storeCalls  prometheus.Histogram
 	reloads     *prometheus.CounterVec
 	degraded    *prometheus.CounterVec
+	charges     charges
 	releases    *prometheus.CounterVec
 
 	log    *slog.Logger
@@ -111,6 +112,7 @@ func New(version string, log *slog.Logger, tracer *tracing.Tracer) *Observer {
 	}
 	o.registry.MustRegister(o.decisions, o.duration, o.storeErrors, o.reloads, o.degraded, o.releases, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o.charges = newCharges(o.registry)
 	o.current.Store(&snapshot{})
 	return o
 }

@@ -43,14 +43,20 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 		trace.WithAttributes(attribute.Int64("sluice.cost", req.Cost)))
 	defer span.End()
 	r, err := s.inner.Decide(ctx, req)
-	if span.IsRecording() {
-		d := Decision{Policies: []string{policyName(req.Policy)}, Allowed: r.Allowed, Err: err}
-		if s.t.keys {
-			d.Keys = []string{req.Key}
-		}
-		s.note(span, &d, r.Degraded)
-	}
+	s.noteOne(span, req, r, err)
 	return r, err
+}
+
+// noteOne records on span the call for req that answered r or err.
+func (s *Store) noteOne(span trace.Span, req sluice.Request, r sluice.Result, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	d := Decision{Policies: []string{policyName(req.Policy)}, Allowed: r.Allowed, Err: err}
+	if s.t.keys {
+		d.Keys = []string{req.Key}
+	}
+	s.note(span, &d, r.Degraded)
 }
 
 // DecideAll implements sluice.Store.
@@ -58,6 +64,12 @@ func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []
 	ctx, span := s.t.tracer.Start(ctx, SpanDecideAll, trace.WithSpanKind(trace.SpanKindInternal))
 	defer span.End()
 	err := s.inner.DecideAll(ctx, reqs, results)
+	s.noteAll(span, reqs, results, err)
+	return err
+}
+
+// noteAll records on span the call for reqs that answered results or err.
+func (s *Store) noteAll(span trace.Span, reqs []sluice.Request, results []sluice.Result, err error) {
 	if span.IsRecording() {
 		d := Decision{Policies: make([]string, len(reqs)), Allowed: err == nil, Err: err}
 		if s.t.keys {
@@ -76,7 +88,6 @@ func (s *Store) DecideAll(ctx context.Context, reqs []sluice.Request, results []
 		}
 		s.note(span, &d, degraded)
 	}
-	return err
 }
 
 // note records d on the store's span: a degraded result, or failing

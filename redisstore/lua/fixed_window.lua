@@ -1,18 +1,28 @@
 -- Fixed window (sluice/fixed_window.go). State (last, count): the instant of
 -- the last admission and the units admitted in its window.
+
+-- fw_at reads key at now: the instant the decision runs at (never before
+-- the last admission: a clock that ran backwards means no time has passed),
+-- its window's start and the units counted in that window.
+local function fw_at(key, P, now)
+  local last, cnt = get2(key)
+  if now < last then
+    now = last
+  end
+  local start = tdiv(now, P) * P
+  if last >= start then
+    return now, start, cnt
+  end
+  return now, start, 0
+end
+
 ALG.fw = {
   decide = function(key, P, L, C, T, n, now)
-    local last, cnt = get2(key)
-    if now < last then
-      now = last -- time ran backwards: no time has passed
-    end
-    local start = tdiv(now, P) * P
-    local count = 0
-    if last >= start then
-      count = cnt
-    end
+    local start, count
+    now, start, count = fw_at(key, P, now)
     local allowed, retry = false, 0
-    if n == 0 or count + n <= L then -- a peek is allowed over a lowered limit
+    local ask = n > 0 and n or 1 -- a peek is allowed when one unit would be
+    if count + ask <= L then
       count = count + n
       allowed = true
     else

@@ -16,25 +16,33 @@ local function gcra_get(key)
   return tat, tol
 end
 
-local function gcra_decide(key, P, L, C, T, n, now)
+-- gcra_at reads key at now: the stored TAT, the tolerance C * T, and the
+-- instant the decision runs at. After any admission TAT <= then + TOL, so a
+-- now before TAT - TOL means the clock ran backwards: take the earliest
+-- instant the state allows. TOL is the admitting policy's (or a charge's
+-- TAT - then, when larger), so a bucket that shrank since, or a key that
+-- owes, is not mistaken for a clock step.
+local function gcra_at(key, C, T, now)
   local stored, kept = gcra_get(key)
   local tolerance = C * T
   if kept == 0 then
     kept = tolerance
   end
-  -- After any admission TAT <= then + TOL, so a now before TAT - TOL means the
-  -- clock ran backwards: take the earliest instant the state allows. TOL is
-  -- the admitting policy's, so a bucket that shrank since is not mistaken for
-  -- a clock step.
-  now = math.max(now, stored - kept)
+  return stored, tolerance, math.max(now, stored - kept)
+end
+
+local function gcra_decide(key, P, L, C, T, n, now)
+  local stored, tolerance
+  stored, tolerance, now = gcra_at(key, C, T, now)
   local tat = math.max(stored, now)
   local wait = tat - now
   local allowed, retry = false, 0
-  if n == 0 or wait + n * T <= tolerance then -- a peek is allowed past a shrunk bucket
+  local ask = (n > 0 and n or 1) * T -- a peek asks for one unit's room
+  if wait + ask <= tolerance then
     tat = tat + n * T
     allowed = true
   else
-    retry = wait + n * T - tolerance
+    retry = wait + ask - tolerance
   end
   local remaining = tdiv(math.max(0, tolerance - (tat - now)), T)
   if tat <= now then

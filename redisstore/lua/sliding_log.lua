@@ -37,29 +37,38 @@ local function sl_first(key, lo, hi, by_cum, bound)
   return lo
 end
 
+-- sl_live reads the log at now: its length; first, the oldest live entry
+-- (len if none); cum, the newest entry's running total; sum, the live
+-- entries' costs; newest, its time while it is live; and now, which does not
+-- run backwards past the newest entry.
+local function sl_live(key, P, now)
+  local len = redis.call('LLEN', key)
+  local first, cum, sum, newest = len, 0, 0, nil
+  if len > 0 then
+    local ts, _, c = sl_at(key, -1)
+    if now < ts then
+      now = ts -- time ran backwards: no time has passed
+    end
+    cum = c
+    local horizon = now - P -- entries at or before it have left the period
+    if ts > horizon then
+      newest = ts
+      first = sl_first(key, 0, len - 1, false, horizon + 1) -- integers: ts > horizon
+      local _, fcost, fcum = sl_at(key, first)
+      sum = c - (fcum - fcost)
+    end
+  end
+  return len, first, cum, sum, newest, now
+end
+
 ALG.sl = {
   decide = function(key, P, L, C, T, n, now)
-    local len = redis.call('LLEN', key)
-    -- first: the oldest live entry (len if none); cum: the newest entry's
-    -- running total; newest: its time while it is live.
-    local first, cum, sum, newest = len, 0, 0, nil
-    if len > 0 then
-      local ts, _, c = sl_at(key, -1)
-      if now < ts then
-        now = ts -- time ran backwards: no time has passed
-      end
-      cum = c
-      local horizon = now - P -- entries at or before it have left the period
-      if ts > horizon then
-        newest = ts
-        first = sl_first(key, 0, len - 1, false, horizon + 1) -- integers: ts > horizon
-        local _, fcost, fcum = sl_at(key, first)
-        sum = c - (fcum - fcost)
-      end
-    end
+    local len, first, cum, sum, newest
+    len, first, cum, sum, newest, now = sl_live(key, P, now)
     local base = cum - sum -- running total before the oldest live entry
     local allowed, retry, w = false, 0, nil
-    if n == 0 or sum + n <= L then -- a peek is allowed over a lowered limit
+    local ask = n > 0 and n or 1 -- a peek is allowed when one unit would be
+    if sum + ask <= L then
       allowed = true
       if n > 0 then
         sum, cum, newest = sum + n, cum + n, now
@@ -68,7 +77,7 @@ ALG.sl = {
     else
       -- Entries leave oldest first: wait for the first whose departure frees
       -- enough, the oldest live entry with cum - base >= sum + n - L.
-      local need = base + sum + n - L
+      local need = base + sum + ask - L
       local i = sl_first(key, first, len - 1, true, need)
       retry = sl_at(key, i) + P - now
     end

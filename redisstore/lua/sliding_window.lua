@@ -26,27 +26,36 @@ local function sw_expiry(P, start, cur, prev)
   return nil
 end
 
+-- sw_at reads key at now: the instant the decision runs at (never before
+-- the last admission: a clock that ran backwards means no time has passed),
+-- its window's start, and the units of that window and of the one before.
+local function sw_at(key, P, now)
+  local last, scur, sprev = get3(key)
+  if now < last then
+    now = last
+  end
+  local start = tdiv(now, P) * P
+  local window = tdiv(last, P) * P -- the stored counts' window
+  if window == start then
+    return now, start, scur, sprev
+  elseif window == start - P then
+    return now, start, 0, scur
+  end
+  return now, start, 0, 0
+end
+
 ALG.sw = {
   decide = function(key, P, L, C, T, n, now)
-    local last, scur, sprev = get3(key)
-    if now < last then
-      now = last -- time ran backwards: no time has passed
-    end
-    local start = tdiv(now, P) * P
-    local window = tdiv(last, P) * P -- the stored counts' window
-    local cur, prev = 0, 0
-    if window == start then
-      cur, prev = scur, sprev
-    elseif window == start - P then
-      prev = scur
-    end
+    local start, cur, prev
+    now, start, cur, prev = sw_at(key, P, now)
     local e = now - start
     local allowed, retry = false, 0
-    if n == 0 or cur + n <= L and prev * (P - e) <= (L - cur - n) * P then
+    local ask = n > 0 and n or 1 -- a peek is allowed when one unit would be
+    if cur + ask <= L and prev * (P - e) <= (L - cur - ask) * P then
       cur = cur + n
       allowed = true
     else
-      retry = sw_retry(P, L, e, cur, prev, n)
+      retry = sw_retry(P, L, e, cur, prev, ask)
     end
     -- Remaining: the largest m with prev*(P-e) + (cur+m)*P <= L*P.
     local weight = prev * (P - e)

@@ -1,19 +1,26 @@
 -- Token bucket (sluice/token_bucket.go). State (last, missing): the last
 -- refill and the credit missing from a full bucket, in µs (units x T).
+-- tb_at reads key at now: the refill's time (the stored one when the clock
+-- ran backwards: no time has passed) and the credit missing once refilled.
+local function tb_at(key, now)
+  local last, missing = get2(key)
+  if now > last then
+    return now, math.max(0, missing - (now - last))
+  end
+  return last, missing
+end
+
 ALG.tb = {
   decide = function(key, P, L, C, T, n, now)
-    local last, missing = get2(key)
+    local last, missing = tb_at(key, now)
     local full = C * T
-    if now > last then
-      missing = math.max(0, missing - (now - last))
-      last = now
-    end -- else the clock ran backwards: no time has passed
     local allowed, retry = false, 0
-    if n == 0 or missing + n * T <= full then -- a peek is allowed past a shrunk bucket
+    local ask = (n > 0 and n or 1) * T -- a peek asks for one unit's credit
+    if missing + ask <= full then
       missing = missing + n * T
       allowed = true
     else
-      retry = missing + n * T - full
+      retry = missing + ask - full
     end
     local remaining = tdiv(math.max(0, full - missing), T)
     if missing == 0 then

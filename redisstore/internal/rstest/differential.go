@@ -22,9 +22,11 @@ var diffEpoch = storetest.Epoch
 // one, and the clock does run backwards here. The traces cover single requests of
 // every algorithm, with limits that divide the period and limits that do not,
 // bursts, peeks, costs up to the capacity, several requests at one instant,
-// and the clock running backwards; and all-or-nothing batches, mixing
-// algorithms, against the memory store's model of them. With oneSlot, the
-// prefix holds a hash tag, which puts every key into one Cluster slot.
+// and the clock running backwards; all-or-nothing batches, mixing
+// algorithms, against the memory store's model of them; and charges, alone
+// and in ChargeAll sets, from 0 to beyond the caps, against sluice.Charge.
+// With oneSlot, the prefix holds a hash tag, which puts every key into one
+// Cluster slot.
 func Differential(t *testing.T, tg Target, steps int, oneSlot bool) {
 	for i, a := range sluice.Algorithms {
 		t.Run(string(a), func(t *testing.T) {
@@ -46,9 +48,12 @@ func Differential(t *testing.T, tg Target, steps int, oneSlot bool) {
 			}
 			for step := 0; step < steps; step++ {
 				d.advance()
-				if d.rng.IntN(4) == 0 {
+				switch r := d.rng.IntN(8); {
+				case r < 2:
 					d.batch(step)
-				} else {
+				case r < 3:
+					d.charges(step)
+				default:
 					d.single(step)
 				}
 			}
