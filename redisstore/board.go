@@ -126,4 +126,3 @@ func (r *ShardedRunner) RunText(ctx context.Context, s *Script, keys, args []str
 	}
 	return out, nil
 }
-
