@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/storetest"
 )
 
+// fair's 300 per second is 297 to share: the rest is the headroom.
 var fair = sluice.Policy{Name: "fair", Algorithm: sluice.GCRA, Limit: 300, Period: time.Second}
 
 // node is one node's Sharer on a shared board, under a test clock.
@@ -85,9 +86,9 @@ func TestTwoNodes(t *testing.T) {
 	clock.Advance(time.Second)
 	n1.recompute(&p) // n1 posts, reads only its own
 	n2.recompute(&p) // n2 posts and reads both
-	wantShares(t, n2.s, "fair", map[string]float64{"a": 200, "b": 200, "heavy": 200}, 200)
-	if l := n2.s.Limit(&p, time.Second, "heavy", 1, 1); l.Limit != 200 || l.Period != time.Second || l.Name != "fair" || l.Algorithm != sluice.GCRA {
-		t.Fatalf("heavy's limit %+v, want 200 per second", l)
+	wantShares(t, n2.s, "fair", map[string]float64{"a": 197, "b": 197, "heavy": 197}, 197)
+	if l := n2.s.Limit(&p, time.Second, "heavy", 1, 1); l.Limit != 197 || l.Period != time.Second || l.Name != "fair" || l.Algorithm != sluice.GCRA {
+		t.Fatalf("heavy's limit %+v, want 197 per second", l)
 	}
 }
 
@@ -101,8 +102,9 @@ func TestWeights(t *testing.T) {
 	n.ask(&p, "free", 1000, 1)
 	n.ask(&p, "light", 20, 1)
 	n.tick(t, &p)
-	// 280 left after light's 20: gold 3/4, free 1/4; the level is 70.
-	wantShares(t, n.s, "fair", map[string]float64{"gold": 210, "free": 70, "light": 70}, 70)
+	// Of 297 (300 but the headroom), 277 left after light's 20: gold 3/4,
+	// free 1/4; the level is 69.25.
+	wantShares(t, n.s, "fair", map[string]float64{"gold": 207.75, "free": 69.25, "light": 69.25}, 69.25)
 }
 
 // Below the limit every tenant gets its demand and the spare capacity is
@@ -114,7 +116,7 @@ func TestSpare(t *testing.T) {
 	n.ask(&p, "a", 10, 1)
 	n.ask(&p, "b", 90, 1)
 	n.tick(t, &p)
-	wantShares(t, n.s, "fair", map[string]float64{"a": 110, "b": 190}, 100)
+	wantShares(t, n.s, "fair", map[string]float64{"a": 108.5, "b": 188.5}, 99)
 }
 
 // A tenant idle for an interval is no claimant (a newcomer again), and is
@@ -126,10 +128,10 @@ func TestIdle(t *testing.T) {
 	n.ask(&p, "a", 1000, 1)
 	n.ask(&p, "b", 1000, 1)
 	n.tick(t, &p)
-	wantShares(t, n.s, "fair", map[string]float64{"a": 150, "b": 150}, 150)
+	wantShares(t, n.s, "fair", map[string]float64{"a": 148.5, "b": 148.5}, 148.5)
 	n.ask(&p, "a", 1000, 1)
 	n.tick(t, &p)
-	wantShares(t, n.s, "fair", map[string]float64{"a": 300}, 300)
+	wantShares(t, n.s, "fair", map[string]float64{"a": 297}, 297)
 	n.tick(t, &p)
 	pl := (*n.s.pools.Load())["fair"]
 	if _, ok := pl.counts.Load("b"); ok {
@@ -170,7 +172,7 @@ func TestBoardDown(t *testing.T) {
 	f.down.Store(true)
 	n.ask(&p, "a", 1000, 1)
 	n.tick(t, &p)
-	wantShares(t, n.s, "fair", map[string]float64{"a": 150, "b": 150}, 150)
+	wantShares(t, n.s, "fair", map[string]float64{"a": 148.5, "b": 148.5}, 148.5)
 	if failures.Load() != 1 {
 		t.Fatalf("%d failures reported, want 1", failures.Load())
 	}

@@ -8,6 +8,13 @@ import (
 	"github.com/sluicehq/sluice/internal/fairshare"
 )
 
+// Headroom is the part of a policy's limit left out of its tenants' shares:
+// the policy's own limit, checked with each share, then has room for the
+// moments the tenants' arrivals bunch up, so one tenant's luck does not
+// deny another within its share. It is what fair share gives up of
+// utilization while every tenant asks for more than its share.
+const Headroom = 0.01
+
 // table is the shares in force of one policy.
 type table struct {
 	policy   sluice.Policy     // the policy they divide
@@ -93,7 +100,7 @@ func allocate(p *sluice.Policy, demands []sluice.Demand) *table {
 		claims = append(claims, fairshare.Claim{Demand: t.demand, Weight: t.weight})
 		weights += t.weight
 	}
-	capacity := float64(p.Limit)
+	capacity := float64(p.Limit) * (1 - Headroom)
 	shares := fairshare.Allocate(capacity, claims, true)
 	// The level: what an unsatisfied tenant gets per unit of weight. A
 	// satisfied one may grow to it; without one, demand is below the limit
