@@ -29,10 +29,11 @@ func fairPolicy(share bool) *config.Policy {
 type tenant struct {
 	key  string
 	rate int // per second, a multiple of 10
+	node int // the engine it asks, -1: every engine in turn
 }
 
 // run offers each tenant's rate to p, in 10ms steps from the heaviest to the
-// lightest, on the engines in turn, for secs seconds, and returns what each
+// lightest, on its engine or the engines in turn, for secs seconds, and returns what each
 // tenant was admitted in the last half.
 func run(t *testing.T, clock *storetest.Clock, engines []*engine.Engine, p *config.Policy, tenants []tenant, secs int) map[string]int {
 	t.Helper()
@@ -48,6 +49,9 @@ func run(t *testing.T, clock *storetest.Clock, engines []*engine.Engine, p *conf
 			}
 			for k := range n {
 				e := engines[(step+k)%len(engines)]
+				if tn.node >= 0 {
+					e = engines[tn.node%len(engines)]
+				}
 				res := make([]sluice.Result, 1)
 				key := tn.key
 				if !p.FairShare {
@@ -70,7 +74,9 @@ func run(t *testing.T, clock *storetest.Clock, engines []*engine.Engine, p *conf
 	return admitted
 }
 
-var tenants = []tenant{{"heavy", 1000}, {"mid", 50}, {"light", 20}}
+// tenants: the heavy one on every node, the others each on a node of its
+// own, so that only the board tells a node of the others.
+var tenants = []tenant{{"heavy", 1000, -1}, {"mid", 50, 1}, {"light", 20, 2}}
 
 // A fair-share policy gives each tenant its max-min fair share of the limit
 // while their demand exceeds it: light and mid all they ask, heavy the
