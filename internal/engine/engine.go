@@ -39,7 +39,7 @@ type Engine struct {
 	failover  bool         // the stack has a fail policy, which counts its own store errors
 	obs       *observe.Observer
 	overrides *overrides.Store // nil: none
-	shares    *share.Sharer     // the fair-share policies' shares
+	shares    *share.Sharer    // the fair-share policies' shares
 }
 
 // Option configures an Engine.

@@ -77,4 +77,3 @@ func rateOf(p *sluice.Policy) float64 { return float64(p.Limit) / float64(p.Peri
 // fairKey reports whether c names the key its fair-share policy's total is
 // counted under.
 func fairKey(c *Check) bool { return c.Policy.FairShare && c.Key == TotalKey }
-
