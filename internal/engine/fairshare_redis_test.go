@@ -47,7 +47,7 @@ func TestFairShareNodes(t *testing.T) {
 			}
 			got := run(t, clock, engines, fairPolicy(true), tenants, 16)
 			t.Logf("admitted %v", got)
-			for k, want := range map[string]int{"light": 160, "mid": 316, "heavy": 316} {
+			for k, want := range map[string]int{"light": 160, "mid": 320, "heavy": 312} {
 				if math.Abs(float64(got[k]-want)) > 0.03*float64(want)+2 {
 					t.Errorf("%s admitted %d, want %d (all: %v)", k, got[k], want, got)
 				}

@@ -90,16 +90,16 @@ func TestFairShare(t *testing.T) {
 		e := engine.New(storestack.Of(st), obs, nil, engine.WithClock(clock))
 		got := run(t, clock, []*engine.Engine{e}, fairPolicy(share), tenants, 16)
 		t.Logf("share %v: admitted %v", share, got)
-		// Over the last 8 s, of 792 (the limit but the headroom): light all
-		// its 160, mid and heavy, both asking more than the 316 left each,
-		// 316.
+		// Over the last 8 s, of 800: light all its 160, mid and heavy, both
+		// asking more than the 320 left each, 320 — but heavy, asking far
+		// more, gives up the headroom (1% of the limit).
 		if !share {
 			if got["light"] > 16 || got["heavy"] < 720 {
 				t.Fatalf("without share: %v, want heavy to take nearly all", got)
 			}
 			continue
 		}
-		for k, want := range map[string]int{"light": 160, "mid": 316, "heavy": 316} {
+		for k, want := range map[string]int{"light": 160, "mid": 320, "heavy": 312} {
 			if math.Abs(float64(got[k]-want)) > 0.03*float64(want)+2 {
 				t.Errorf("fair share: %s admitted %d, want %d (all: %v)", k, got[k], want, got)
 			}

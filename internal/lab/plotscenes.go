@@ -28,6 +28,8 @@ func (r *Report) figure() (*figure, error) {
 		return r.accuracyFigure()
 	case Hybrid:
 		return r.hybridFigure()
+	case Fairness:
+		return r.fairnessFigure()
 	default:
 		return r.overshootFigure()
 	}

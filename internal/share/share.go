@@ -183,7 +183,7 @@ func (s *Sharer) recompute(pl *pool) {
 	interval := time.Duration(pl.interval.Load())
 	pl.next.Store(now + interval.Microseconds())
 	p := pl.policy.Load()
-	posts := pl.drain(now, p.Period)
+	posts := pl.drain(now, p.Period, interval)
 	demands := posts
 	if s.board != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), max(interval, time.Second))

@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/storetest"
 )
 
-// fair's 300 per second is 297 to share: the rest is the headroom.
 var fair = sluice.Policy{Name: "fair", Algorithm: sluice.GCRA, Limit: 300, Period: time.Second}
 
 // node is one node's Sharer on a shared board, under a test clock.
@@ -86,7 +85,7 @@ func TestTwoNodes(t *testing.T) {
 	clock.Advance(time.Second)
 	n1.recompute(&p) // n1 posts, reads only its own
 	n2.recompute(&p) // n2 posts and reads both
-	wantShares(t, n2.s, "fair", map[string]float64{"a": 197, "b": 197, "heavy": 197}, 197)
+	wantShares(t, n2.s, "fair", map[string]float64{"a": 200, "b": 200, "heavy": 197}, 200)
 	if l := n2.s.Limit(&p, time.Second, "heavy", 1, 1); l.Limit != 197 || l.Period != time.Second || l.Name != "fair" || l.Algorithm != sluice.GCRA {
 		t.Fatalf("heavy's limit %+v, want 197 per second", l)
 	}
@@ -102,9 +101,11 @@ func TestWeights(t *testing.T) {
 	n.ask(&p, "free", 1000, 1)
 	n.ask(&p, "light", 20, 1)
 	n.tick(t, &p)
-	// Of 297 (300 but the headroom), 277 left after light's 20: gold 3/4,
-	// free 1/4; the level is 69.25.
-	wantShares(t, n.s, "fair", map[string]float64{"gold": 207.75, "free": 69.25, "light": 69.25}, 69.25)
+	// 280 left after light's 20: gold 3/4, free 1/4; the level is 70. The
+	// headroom, 1% of 300, comes off gold and free by what they ask over
+	// their shares: 790 and 930.
+	gold, free := 210-3*790.0/1720, 70-3*930.0/1720
+	wantShares(t, n.s, "fair", map[string]float64{"gold": gold, "free": free, "light": 70}, 70)
 }
 
 // Below the limit every tenant gets its demand and the spare capacity is
@@ -116,11 +117,12 @@ func TestSpare(t *testing.T) {
 	n.ask(&p, "a", 10, 1)
 	n.ask(&p, "b", 90, 1)
 	n.tick(t, &p)
-	wantShares(t, n.s, "fair", map[string]float64{"a": 108.5, "b": 188.5}, 99)
+	wantShares(t, n.s, "fair", map[string]float64{"a": 110, "b": 190}, 100)
 }
 
-// A tenant idle for an interval is no claimant (a newcomer again), and is
-// forgotten by its node after two.
+// Demand is measured over the last two periods: a tenant idle for that
+// long is no claimant (a newcomer again), and its node forgets it after
+// posting its 0.
 func TestIdle(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
 	n := newNode(memory.New(memory.WithClock(clock)), clock, "n")
@@ -128,14 +130,21 @@ func TestIdle(t *testing.T) {
 	n.ask(&p, "a", 1000, 1)
 	n.ask(&p, "b", 1000, 1)
 	n.tick(t, &p)
-	wantShares(t, n.s, "fair", map[string]float64{"a": 148.5, "b": 148.5}, 148.5)
+	wantShares(t, n.s, "fair", map[string]float64{"a": 148.5, "b": 148.5}, 150)
+	n.ask(&p, "a", 1000, 1)
+	n.tick(t, &p) // b asked 500 a period over the last two
+	wantShares(t, n.s, "fair", map[string]float64{"a": 150 - 3*850.0/1200, "b": 150 - 3*350.0/1200}, 150)
 	n.ask(&p, "a", 1000, 1)
 	n.tick(t, &p)
-	wantShares(t, n.s, "fair", map[string]float64{"a": 297}, 297)
-	n.tick(t, &p)
+	wantShares(t, n.s, "fair", map[string]float64{"a": 297}, 300)
 	pl := (*n.s.pools.Load())["fair"]
+	if _, ok := pl.counts.Load("b"); !ok {
+		t.Fatal("b was forgotten before its 0 was posted")
+	}
+	n.ask(&p, "a", 1000, 1)
+	n.tick(t, &p)
 	if _, ok := pl.counts.Load("b"); ok {
-		t.Fatal("b, idle for two intervals, is still counted")
+		t.Fatal("b, idle for two periods, is still counted")
 	}
 }
 
@@ -172,7 +181,7 @@ func TestBoardDown(t *testing.T) {
 	f.down.Store(true)
 	n.ask(&p, "a", 1000, 1)
 	n.tick(t, &p)
-	wantShares(t, n.s, "fair", map[string]float64{"a": 148.5, "b": 148.5}, 148.5)
+	wantShares(t, n.s, "fair", map[string]float64{"a": 148.5, "b": 148.5}, 150)
 	if failures.Load() != 1 {
 		t.Fatalf("%d failures reported, want 1", failures.Load())
 	}
@@ -194,6 +203,9 @@ func TestEntry(t *testing.T) {
 			t.Fatalf("rate %v of %+v: %v", c.rate, c.p, err)
 		}
 		want := max(c.rate, 1e-6) * float64(time.Second) / float64(c.p.Period)
+		if c.p.Algorithm == sluice.FixedWindow && c.rate >= 1 {
+			want = math.Floor(c.rate) * float64(time.Second) / float64(c.p.Period) // whole units per window
+		}
 		if got := rateOf(&e.policy); math.Abs(got-want) > want*1e-5 && e.policy != c.p {
 			t.Errorf("rate %v of %+v: %+v admits %v/s, want %v", c.rate, c.p, e.policy, got, want)
 		}

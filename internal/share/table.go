@@ -8,12 +8,20 @@ import (
 	"github.com/sluicehq/sluice/internal/fairshare"
 )
 
-// Headroom is the part of a policy's limit left out of its tenants' shares:
-// the policy's own limit, checked with each share, then has room for the
-// moments the tenants' arrivals bunch up, so one tenant's luck does not
-// deny another within its share. It is what fair share gives up of
-// utilization while every tenant asks for more than its share.
+// Headroom is the part of a policy's limit left out of its tenants' limits
+// while some ask for more than their share: the policy's own limit, checked
+// with each tenant's, then has room for the moments the tenants' arrivals
+// bunch up or a tenant asks a little more than it did, so that one does
+// not deny another within its share. It is taken from the tenants asking
+// more than their share, in proportion to how much more: the one asking
+// 100× its share gives up nearly all of it, one barely over its share
+// nearly nothing.
 const Headroom = 0.01
+
+// isBucket reports whether p's algorithm keeps its state as a time.
+func isBucket(p *sluice.Policy) bool {
+	return p.Algorithm == sluice.TokenBucket || p.Algorithm == sluice.LeakyBucket || p.Algorithm == sluice.GCRA
+}
 
 // table is the shares in force of one policy.
 type table struct {
@@ -28,16 +36,26 @@ type entry struct {
 	policy sluice.Policy // the policy at that rate
 }
 
-// newEntry returns the limit of rate units per p's period: p with Limit the
-// whole units of rate (at least 1) and Period stretched so that Limit per
-// Period is rate exactly (to the µs). A bucket's Burst scales with the rate.
+// newEntry returns the limit of rate units per p's period. For the buckets
+// it is exact (to the µs): p with Limit the whole units of rate (at least 1)
+// and Period stretched so that Limit per Period is rate, Burst scaled with
+// the rate; a bucket keeps its state as a time, which a new period reads as
+// it was. The windows count per period: stretching it would move their
+// windows at every recomputation, so they keep p's period and round the rate
+// down to whole units — but for a rate below one unit, which stretches the
+// period to one unit per 1/rate periods.
 func newEntry(p *sluice.Policy, rate float64) *entry {
 	rate = min(max(rate, 1e-6), float64(p.Limit))
 	q := *p
 	q.Limit = max(int64(rate), 1)
-	q.Period = stretch(p.Period, float64(q.Limit)/rate)
-	if p.Burst > 0 {
-		q.Burst = max(int64(float64(p.Burst)*rate/float64(p.Limit)), q.Limit)
+	switch {
+	case isBucket(p):
+		q.Period = stretch(p.Period, float64(q.Limit)/rate)
+		if p.Burst > 0 {
+			q.Burst = max(int64(float64(p.Burst)*rate/float64(p.Limit)), q.Limit)
+		}
+	case rate < 1:
+		q.Period = stretch(p.Period, 1/rate)
 	}
 	if q.Validate() != nil {
 		q = *p // out of what a policy can say (a rate too small): the policy's own
@@ -59,7 +77,7 @@ func (e *entry) limit(cost int64) *sluice.Policy {
 		return &e.policy
 	}
 	q := e.policy
-	if q.Burst > 0 || q.Algorithm == sluice.TokenBucket || q.Algorithm == sluice.LeakyBucket || q.Algorithm == sluice.GCRA {
+	if isBucket(&q) {
 		q.Burst = cost
 	} else {
 		q.Period = stretch(q.Period, float64(cost)/float64(q.Limit))
@@ -100,20 +118,25 @@ func allocate(p *sluice.Policy, demands []sluice.Demand) *table {
 		claims = append(claims, fairshare.Claim{Demand: t.demand, Weight: t.weight})
 		weights += t.weight
 	}
-	capacity := float64(p.Limit) * (1 - Headroom)
+	capacity := float64(p.Limit)
 	shares := fairshare.Allocate(capacity, claims, true)
 	// The level: what an unsatisfied tenant gets per unit of weight. A
 	// satisfied one may grow to it; without one, demand is below the limit
 	// and the spare capacity is shared.
-	level := 0.0
+	level, excess := 0.0, 0.0
 	for i, c := range claims {
 		if shares[i] < c.Demand*(1-1e-9) {
 			level = max(level, shares[i]/c.Weight)
+			excess += c.Demand - shares[i]
 		}
 	}
 	t := &table{policy: *p, of: make(map[string]*entry, len(names))}
 	for i, name := range names {
-		t.of[name] = newEntry(p, max(shares[i], level*claims[i].Weight))
+		rate := max(shares[i], level*claims[i].Weight)
+		if over := claims[i].Demand - shares[i]; over > 0 && excess > 0 {
+			rate = shares[i] - min(shares[i]/2, Headroom*capacity*over/excess)
+		}
+		t.of[name] = newEntry(p, rate)
 	}
 	newcomer := capacity / (weights + 1)
 	if level > 0 {
