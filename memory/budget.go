@@ -19,13 +19,13 @@ const safeSlackDivisor = 64
 
 // entryOverhead is what one key costs besides its bytes: its entry in the
 // arena, its place in its shard's list of positions (with append's slack), its
-// index slot and its share of the shard. Measured with scripts/memrss.
+// index slot and its share of the shard. Measured with internal/cmd/memrss.
 const entryOverhead = 256
 
 // keyBytesFactor: a key is charged twice its length. Its copy takes its length
 // rounded up to an allocation size, and as keys come and go their copies share
 // the allocator's spans with freed ones (and with the requests' own garbage):
-// scripts/memrss measured the heap at 2.2× the key bytes held with 1,000-byte
+// internal/cmd/memrss measured the heap at 2.2× the key bytes held with 1,000-byte
 // keys under rotation.
 const keyBytesFactor = 2
 

@@ -12,11 +12,13 @@
 // from each node's own clock. They are written plainly here, unexported, to
 // show what NOT to do; nothing in this package is a limiter to use.
 //
-// Determinism: every scenario except race and skew-on-Redis runs on a
-// virtual clock that the lab moves itself, with nodes simulated as
-// interleaved steps rather than goroutines, so a run gives the same numbers
-// every time and takes no wall-clock time. race needs real concurrency and
-// skew on Redis needs the real server clock; both are inherently noisy.
+// Determinism: every scenario except race and Sluice's side of skew on
+// Redis runs on a virtual clock that the lab moves itself, with nodes
+// simulated as interleaved steps rather than goroutines, so a run gives the
+// same numbers every time and takes no wall-clock time. race needs real
+// concurrency and skew on Redis needs the real server clock; both are noisy,
+// and a slow machine only makes race's naive variant overshoot less and
+// Sluice's skew bursts spread out, never admit more.
 package lab
 
 import (

@@ -53,9 +53,30 @@ func runSkew(ctx context.Context, e *env) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	off := skewOffsets(o.Nodes, skew)
+	start, traffic := skewTraffic(o, period, skew)
+	naive, err := naiveSkew(ctx, e.counter("skew"), traffic, skewOffsets(o.Nodes, skew), period, o.Limit)
+	if err != nil {
+		return nil, err
+	}
+	clock := newVClock(start)
+	st := e.store("skew", clock)
+	var atomic []int64
+	for _, a := range traffic {
+		clock.set(a.t)
+		if ok, err := decide(ctx, st, p, "k"); err != nil {
+			return nil, err
+		} else if ok {
+			atomic = append(atomic, a.t)
+		}
+	}
+	return skewReport(o, period, int64(len(traffic)), naive, atomic, "one clock"), nil
+}
+
+// skewTraffic is a skew run's requests in virtual time: before every other
+// window edge, each node L requests in the first half of the skew/2 before
+// the edge. It returns the virtual start too.
+func skewTraffic(o Options, period, skew int64) (int64, []arrival) {
 	start := virtualStart(period)
-	// Each burst takes the first half of the skew/2 before its edge.
 	var traffic []arrival
 	n := int64(o.Nodes) * o.Limit
 	for k := range int64(skewBursts) {
@@ -64,26 +85,27 @@ func runSkew(ctx context.Context, e *env) (*Report, error) {
 			traffic = append(traffic, arrival{t: edge - skew/2 + j*(skew/4)/n, node: int(j % int64(o.Nodes))})
 		}
 	}
-	c := e.counter("skew")
-	clock := newVClock(start)
-	st := e.store("skew", clock)
-	var naive, atomic []int64
+	return start, traffic
+}
+
+// naiveSkew sends traffic to the naive counter, each request's window taken
+// from its node's clock (true time plus the node's offset), and returns the
+// true times of the admitted requests. The counter is shared and atomic (a
+// real Redis INCR on Redis) but no server time is involved, so it runs in
+// virtual time on every store: its overshoot does not depend on how fast the
+// machine running the lab is.
+func naiveSkew(ctx context.Context, c counter, traffic []arrival, off []int64, period, limit int64) ([]int64, error) {
+	var admitted []int64
 	for _, a := range traffic {
-		ok, err := naiveSkewAllow(ctx, c, a.t+off[a.node], period, o.Limit)
+		ok, err := naiveSkewAllow(ctx, c, a.t+off[a.node], period, limit)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			naive = append(naive, a.t)
-		}
-		clock.set(a.t)
-		if ok, err = decide(ctx, st, p, "k"); err != nil {
-			return nil, err
-		} else if ok {
-			atomic = append(atomic, a.t)
+			admitted = append(admitted, a.t)
 		}
 	}
-	return skewReport(o, period, int64(len(traffic)), naive, atomic, "one clock"), nil
+	return admitted, nil
 }
 
 func skewReport(o Options, period, sent int64, naive, atomic []int64, source string) *Report {
@@ -102,20 +124,20 @@ func skewReport(o Options, period, sent int64, naive, atomic []int64, source str
 // a second and a half.
 const realSkewPeriod = 200 * time.Millisecond
 
-// runSkewRealTime is skew on Redis, in real time, because its point is that
-// Redis server time removes the skew: Sluice's store decides at server TIME,
-// which no client clock can move. Windows are at most 200ms; the naive nodes
-// and Sluice's nodes fire the same bursts side by side (separate keys), N
-// goroutines each. A naive admission is timed by the local clock when its
-// reply arrives — the true time here, since this machine's clock is the one
-// every node's error is measured from. A Sluice admission is attributed to
-// the server window that admitted it: the server decided at an instant s
-// after the request was sent, and its window ends at s + ResetAfter, an edge;
-// that is the first edge at or after send time + ResetAfter whenever Redis
-// runs the script within a period of the send. Timing it by the reply instead
-// would move admissions made at the very end of one window into the next
-// whenever the reply crosses the edge (a slow machine makes that common), an
-// artefact of the measurement, not of the limiter.
+// runSkewRealTime is skew on Redis. The naive nodes run in virtual time
+// against the Redis counter (see naiveSkew). Sluice runs in real time,
+// because its point is that Redis server time removes the skew: Sluice's
+// store decides at server TIME, which no client clock can move. Windows are
+// at most 200ms; N goroutines fire the bursts. A Sluice admission is
+// attributed to the server window that admitted it: the server decided at an
+// instant s after the request was sent, and its window ends at s +
+// ResetAfter, an edge; that is the first edge at or after send time +
+// ResetAfter whenever Redis runs the script within a period of the send.
+// Timing it by the reply instead would move admissions made at the very end
+// of one window into the next whenever the reply crosses the edge (a slow
+// machine makes that common), an artefact of the measurement, not of the
+// limiter. A slow machine can only spread Sluice's bursts out, which never
+// raises what one window admits.
 func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
 	o := e.opts
 	o.Period = min(o.Period, realSkewPeriod)
@@ -128,13 +150,17 @@ func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
 		return nil, err
 	}
 	off := skewOffsets(o.Nodes, skew)
-	c := e.counter("skew")
+	_, traffic := skewTraffic(o, period, skew)
+	naive, err := naiveSkew(ctx, e.counter("skew"), traffic, off, period, o.Limit)
+	if err != nil {
+		return nil, err
+	}
 	st := e.store("skew", nil) // Redis server time
 	now := func() int64 { return time.Now().UnixMicro() }
 	first := (now()/period + 2) * period
 
 	var mu sync.Mutex
-	var naive, atomic []int64
+	var atomic []int64
 	var firstErr error
 	var wg sync.WaitGroup
 	node := func(allow func() (int64, bool, error), into *[]int64) {
@@ -162,12 +188,8 @@ func runSkewRealTime(ctx context.Context, e *env) (*Report, error) {
 			}
 		}
 	}
-	for i := range o.Nodes {
-		wg.Add(2)
-		go node(func() (int64, bool, error) {
-			ok, err := naiveSkewAllow(ctx, c, now()+off[i], period, o.Limit)
-			return now(), ok, err
-		}, &naive)
+	for range o.Nodes {
+		wg.Add(1)
 		go node(func() (int64, bool, error) {
 			sent := now()
 			res, err := st.Decide(ctx, sluice.Request{Policy: p, Key: "k", Cost: 1})

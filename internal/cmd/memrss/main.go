@@ -3,8 +3,8 @@
 // bounds (or -max-keys, -max-bytes) and prints what the store holds, what it
 // charges against its byte budget, the Go heap and the process's RSS.
 //
-//	go run ./scripts/memrss -keylen 16 -keys 3000000
-//	go run ./scripts/memrss -keylen 1000 -keys 1500000
+//	go run ./internal/cmd/memrss -keylen 16 -keys 3000000
+//	go run ./internal/cmd/memrss -keylen 1000 -keys 1500000
 package main
 
 import (
