@@ -64,6 +64,12 @@ func wantShares(t *testing.T, s *Sharer, policy string, want map[string]float64,
 	}
 }
 
+// oneNode is a node alone on its board, and the policy fair.
+func oneNode() (node, sluice.Policy) {
+	clock := storetest.NewClock(storetest.Epoch)
+	return newNode(memory.New(memory.WithClock(clock)), clock, "n"), fair
+}
+
 func newNode(board sluice.DemandBoard, clock *storetest.Clock, id string) node {
 	return node{s: New(board, WithClock(clock), WithNode(id)), clock: clock}
 }
@@ -94,9 +100,7 @@ func TestTwoNodes(t *testing.T) {
 // A light tenant's limit is what it may grow to: the level; with weights
 // the unsatisfied tenants split what is left in proportion to them.
 func TestWeights(t *testing.T) {
-	clock := storetest.NewClock(storetest.Epoch)
-	n := newNode(memory.New(memory.WithClock(clock)), clock, "n")
-	p := fair
+	n, p := oneNode()
 	n.ask(&p, "gold", 1000, 3)
 	n.ask(&p, "free", 1000, 1)
 	n.ask(&p, "light", 20, 1)
@@ -111,9 +115,7 @@ func TestWeights(t *testing.T) {
 // Below the limit every tenant gets its demand and the spare capacity is
 // shared by weight, so the limits sum to the policy's.
 func TestSpare(t *testing.T) {
-	clock := storetest.NewClock(storetest.Epoch)
-	n := newNode(memory.New(memory.WithClock(clock)), clock, "n")
-	p := fair
+	n, p := oneNode()
 	n.ask(&p, "a", 10, 1)
 	n.ask(&p, "b", 90, 1)
 	n.tick(t, &p)
@@ -124,9 +126,7 @@ func TestSpare(t *testing.T) {
 // long is no claimant (a newcomer again), and its node forgets it after
 // posting its 0.
 func TestIdle(t *testing.T) {
-	clock := storetest.NewClock(storetest.Epoch)
-	n := newNode(memory.New(memory.WithClock(clock)), clock, "n")
-	p := fair
+	n, p := oneNode()
 	n.ask(&p, "a", 1000, 1)
 	n.ask(&p, "b", 1000, 1)
 	n.tick(t, &p)
