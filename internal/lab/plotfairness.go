@@ -2,13 +2,15 @@ package lab
 
 import (
 	"fmt"
+	"strings"
 
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
 
 // fairnessFigure draws, per tenant, what each variant admitted per period
-// and, dashed across, the tenant's max-min fair share.
+// and, dashed across, the tenant's max-min fair share; and beside it each
+// variant's most admitted in one window over L.
 func (r *Report) fairnessFigure() (*figure, error) {
 	f := &figure{title: fmt.Sprintf("fairness: %d tenants sharing one limit, tenant-0 offering 100× its share\n%d nodes, L = %d per period, %s",
 		len(r.Rows[0].Tenants), r.Rows[0].Nodes, r.Rows[0].Bound, r.storeName())}
@@ -32,10 +34,23 @@ func (r *Report) fairnessFigure() (*figure, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.Color, l.Width, l.Dashes = limitColour, vg.Points(1.5), []vg.Length{vg.Points(4), vg.Points(3)}
+		l.Color, l.Width, l.Dashes = palette[seriesFairShare], vg.Points(2), []vg.Length{vg.Points(2), vg.Points(2)}
 		p.Add(l)
-		f.addLegend("", "max-min fair share", l.Color, l)
+		f.addLegend(seriesFairShare, string(seriesFairShare), l.Color, l)
 	}
 	categories(p, names...)
+	over := f.newPanel("most admitted in one window ÷ L", "design", "admitted ÷ L", barsWidth(len(r.Rows)))
+	variants := make([]string, len(r.Rows))
+	highest := 0.0
+	for i, row := range r.Rows {
+		variants[i] = strings.Replace(row.Variant, ": ", ":\n", 1)
+		highest = max(highest, row.Overshoot)
+		text := fmt.Sprintf("%.3f\n%d of %d", row.Overshoot, row.MaxInSpan, row.Bound)
+		if _, err := f.addBars(over, float64(i), 0.6, []barSpec{{series: seriesOf(r.Scenario, row), legend: row.Variant, value: row.Overshoot, text: text}}); err != nil {
+			return nil, err
+		}
+	}
+	categories(over, variants...)
+	f.ratioAxis(over, highest)
 	return f, nil
 }
