@@ -22,4 +22,8 @@
 //	)
 //
 // A stream is limited once, when it is created; its messages are not counted.
+// A limit with the Concurrency algorithm holds one slot of its key while a
+// unary handler runs, or while a stream is open, and gives it back when the
+// handler returns or panics (a slot never given back returns after the
+// policy's Period, its lease).
 package grpclimit

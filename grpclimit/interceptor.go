@@ -47,10 +47,11 @@ func New(opts ...Option) (*Interceptor, error) {
 // UnaryServerInterceptor returns the interceptor for unary calls.
 func (in *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		err := in.admit(ctx, info.FullMethod, func(md metadata.MD) { grpc.SetHeader(ctx, md) })
+		d, err := in.admit(ctx, info.FullMethod, func(md metadata.MD) { grpc.SetHeader(ctx, md) })
 		if err != nil {
 			return nil, err
 		}
+		defer in.core.Release(ctx, &d) // the call's in-flight slots, when the handler returns or panics
 		return handler(ctx, req)
 	}
 }
@@ -59,37 +60,41 @@ func (in *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // counted once, when it is created.
 func (in *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		if err := in.admit(ss.Context(), info.FullMethod, func(md metadata.MD) { ss.SetHeader(md) }); err != nil {
+		d, err := in.admit(ss.Context(), info.FullMethod, func(md metadata.MD) { ss.SetHeader(md) })
+		if err != nil {
 			return err
 		}
+		defer in.core.Release(ss.Context(), &d) // the stream's in-flight slots, held until it ends
 		return handler(srv, ss)
 	}
 }
 
-// admit decides a call: nil to go on (after any leaky-bucket delay), or the
-// error to return. setHeader attaches the rate-limit metadata to the response
+// admit decides a call: its decision to go on (after any leaky-bucket
+// delay), whose in-flight slots the caller releases when the call ends, or
+// the error to return. setHeader attaches the rate-limit metadata to the response
 // header; gRPC sends it with the status when the call fails before any
 // message.
-func (in *Interceptor) admit(ctx context.Context, method string, setHeader func(metadata.MD)) error {
+func (in *Interceptor) admit(ctx context.Context, method string, setHeader func(metadata.MD)) (limitcore.Decision, error) {
 	cost := int64(1)
 	if in.cfg.cost != nil {
 		cost = in.cfg.cost(ctx, method)
 	}
 	d, err := in.core.Decide(ctx, &call{ctx: ctx, method: method, in: in}, cost)
 	if err != nil {
-		return in.cfg.onError(ctx, method, err)
+		return limitcore.Decision{}, in.cfg.onError(ctx, method, err)
 	}
 	if !d.Allowed {
 		setHeader(in.metadata(d.Quotas, d.RetryAfter))
-		return denial(d.Violated, d.RetryAfter)
+		return limitcore.Decision{}, denial(d.Violated, d.RetryAfter)
 	}
 	if !in.cfg.Quiet && len(d.Quotas) > 0 {
 		setHeader(in.metadata(d.Quotas, 0))
 	}
 	if err := limitcore.Wait(ctx, d.Delay); err != nil {
-		return status.FromContextError(err).Err()
+		in.core.Release(ctx, &d)
+		return limitcore.Decision{}, status.FromContextError(err).Err()
 	}
-	return nil
+	return d, nil
 }
 
 func (in *Interceptor) defaultShadow(ctx context.Context, method string, d ShadowDenial) {

@@ -22,6 +22,12 @@
 // handler sees a constant rate. Shadow limits are decided and reported but
 // never enforced.
 //
+// Limits with the Concurrency algorithm bound the requests in flight: an
+// admitted request holds one slot of its key while the handler runs, whatever
+// its cost, and gives it back when the handler returns or panics, or its
+// client goes away (a slot never given back returns after the policy's
+// Period, its lease).
+//
 // # Using it
 //
 //	store := memory.New()

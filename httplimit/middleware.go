@@ -74,6 +74,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.deny(w, r, d)
 		return
 	}
+	if d.Holds() {
+		// Given back when the request ends: the handler returns or
+		// panics, or the client goes away and the handler gives up.
+		defer m.core.Release(r.Context(), &d)
+	}
 	if !m.cfg.Quiet {
 		m.setHeaders(w.Header(), d.Quotas)
 	}

@@ -2,15 +2,20 @@
 // bound on the overshoot that is written down and exposed (Store.Bound).
 //
 // A lease.Store wraps a remote sluice.Store (memory or Redis) that implements
-// sluice.Reserver. On a key's first request a node reserves a batch of units
-// in one store call — as many as asked, or what is left — and admits later
-// requests from the batch without asking the store, until the batch is spent,
-// its TTL d ends, or (fixed_window) its window ends. Unused units are given
-// back when the lease ends or the store is closed. The batch size follows the
-// node's own rate (what one TTL of it uses, measured on the previous lease)
-// and, for a fixed window, what is left globally (at most a quarter of what
-// the last reservation left), so near the limit leases shrink to single
-// units. A bucket node whose reservation comes back short waits locally for
+// sluice.Reserver. A key asking fewer than three times per TTL d on a node is
+// decided by one store call per request, as without leases (only its rate is
+// kept, in a bounded table). Once it asks more, the node reserves a batch of
+// units in one store call — as many as asked, or what is left — and admits
+// later requests from the batch without asking the store, until the batch is
+// spent, its TTL d ends, or (fixed_window) its window ends. The batch size is
+// the key's expected demand over the lease's life (the rate it spent its
+// previous lease at, or its request rate) and, for a fixed window, at most a
+// quarter of what the store had left, so near the limit leases shrink to
+// single units; a key that cools gets smaller leases, then none. Unused units
+// are given back when the lease ends or the store is closed, if the key's
+// leases saved at least that call and the refund can still restore a unit
+// (a fixed window's also while the window may reach its limit); background
+// renewals are paid for the same way. A bucket node whose reservation comes back short waits locally for
 // the rest to refill (backing off while others take it first), so a
 // saturated node makes one store call per lease, not one per unit. A lease
 // about to run out (within twice a reservation's latency, at the node's rate)

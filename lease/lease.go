@@ -30,6 +30,7 @@ type Store struct {
 
 	remoteDecisions atomic.Int64 // decided on the remote store; the shards count the rest
 	storeCalls      atomic.Int64
+	releases        atomic.Int64
 	renewals        atomic.Int64  // reservations made ahead, in the background
 	background      atomic.Int64  // store calls in flight in the background
 	waited          atomic.Int64  // decisions that waited for the store
@@ -69,10 +70,12 @@ func New(remote sluice.Store, opts ...Option) *Store {
 func (s *Store) Remote() sluice.Store { return s.remote }
 
 // Decide implements sluice.Store: from the key's lease when it holds the
-// cost (one short critical section, no allocation), else after reserving a
-// new one.
+// cost (one short critical section, no allocation); for a key that asks too
+// rarely for a lease to pay (fewer than leaseMin requests per TTL), with one
+// call to the store, as without leases; else after reserving a new lease.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
-	if req.Cost == 0 || s.ttlOf(req.Policy) == 0 {
+	ttl := s.ttlOf(req.Policy)
+	if req.Cost == 0 || ttl == 0 {
 		s.remoteDecisions.Add(1)
 		s.waited.Add(1)
 		return s.remoteDecide(ctx, req)
@@ -80,7 +83,7 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 	now := s.now()
 	s.sweepDue(ctx, now)
 	id := leaseID{policy: req.Policy.Name, alg: req.Policy.Algorithm, key: req.Key}
-	sh := s.shardOf(req.Key)
+	sh, h := s.shardHash(req.Key)
 	sh.mu.Lock()
 	if sh.leases == nil { // closed
 		sh.mu.Unlock()
@@ -88,22 +91,57 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 		return s.remoteDecide(ctx, req)
 	}
 	sh.decisions++
-	l := sh.get(id, req.Policy)
+	d := ttl.Microseconds()
+	l := sh.leases[id]
+	if l == nil {
+		tag := s.coldTag(h, req.Policy.Name)
+		m := sh.cold.find(tag, now)
+		m.add(req.Cost, now, d)
+		if !m.warm(now) {
+			// Too cold to lease: one call decides, as without leases.
+			sh.direct++
+			sh.mu.Unlock()
+			s.waited.Add(1)
+			return s.remoteDecide(ctx, req)
+		}
+		l = sh.get(id, req.Policy)
+		l.demand = *m
+		sh.cold.drop(tag)
+	} else {
+		l.demand.add(req.Cost, now, d)
+	}
 	res, ok := l.local(req, now)
 	var back giveBack
 	if !ok {
 		if back, ok = l.takeOver(req.Policy, now); ok {
+			back = l.worth(back, now)
 			res, ok = l.local(req, now)
 		}
 	}
 	if ok {
-		renew := res.Allowed && l.wantsRenewal(now, s.renewLead())
+		l.saved++
+		// A renewal is a call made ahead: the calls the lease saved pay
+		// for it, as for a release.
+		renew := res.Allowed && l.saved >= 1 && l.demand.warm(now) && l.wantsRenewal(now, s.renewLead())
+		if renew {
+			l.saved--
+		}
 		sh.mu.Unlock()
 		s.giveBackLater(ctx, back)
 		if renew {
 			s.startRenewal(ctx, l)
 		}
 		return res, nil
+	}
+	if l.next == nil && *req.Policy == l.policy && !l.demand.warm(now) {
+		// A cold key: one call decides, and nothing is reserved. What an
+		// earlier lease has left goes back if that pays.
+		back = l.worth(l.takeBack(now), now)
+		sh.direct++
+		sh.mu.Unlock()
+		s.giveBackLater(ctx, back)
+		s.waited.Add(1)
+		return s.remoteDecide(ctx, req)
 	}
 	sh.mu.Unlock()
 	// From here the decision waits for the store: its releases, its key's
@@ -157,11 +195,13 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 			continue
 		}
 		if res, ok := l.local(req, now); ok { // another caller reserved meanwhile
+			l.saved++
 			sh.mu.Unlock()
 			l.mu.Unlock()
 			return res, nil
 		}
-		if *req.Policy != l.policy {
+		changed := *req.Policy != l.policy
+		if changed {
 			// A reloaded policy (same name and algorithm): what the lease
 			// holds was decided under the old one. Give its units back and
 			// forget its denial, so a lowered limit denies and a raised one
@@ -172,13 +212,15 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 		size := l.nextSize(req.Cost, now, s.maxLeaseOf(req.Policy), ttl)
 		back := l.takeBack(now)
 		var dropped giveBack
-		if *req.Policy == l.policy {
+		if !changed {
+			back = l.worth(back, now)
 			// A renewal waiting behind a lease that still had units (or
 			// that expired unused) takes over, or is given back.
 			var promoted bool
 			promoted, dropped = l.promote(now)
 			if promoted {
 				if res, ok := l.local(req, now); ok {
+					l.saved++
 					sh.mu.Unlock()
 					l.mu.Unlock()
 					s.giveBack(ctx, back)
@@ -186,6 +228,7 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 				}
 				dropped = l.takeBack(now) // it cannot pay the cost
 			}
+			dropped = l.worth(dropped, now)
 		}
 		if g := l.dropNext(now); g.unused > 0 { // reserved under an older policy
 			dropped = g
@@ -199,8 +242,7 @@ func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.R
 
 		sh.mu.Lock()
 		// A lease installed here is not renewed at once even when the request
-		// spent it whole (a key's first, of one unit): a key seen once would
-		// cost a renewal and its release. Its next decisions renew it.
+		// spent it whole: its next decisions renew it, if the key stays warm.
 		res, err := l.settle(r, err, req.Cost, size, now, ttl)
 		sh.mu.Unlock()
 		l.mu.Unlock()
@@ -215,6 +257,7 @@ func (s *Store) giveBack(ctx context.Context, g giveBack) error {
 		return nil
 	}
 	s.storeCalls.Add(1)
+	s.releases.Add(1)
 	return s.reserver.Release(ctx, sluice.Request{Policy: &g.policy, Key: g.key, Cost: g.unused}, g.res, g.unused)
 }
 

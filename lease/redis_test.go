@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,7 @@ func TestRedis(t *testing.T) {
 	t.Run("MultiNode", func(t *testing.T) {
 		runMultiNode(t, func(t *testing.T, clock sluice.Clock) sluice.Store { return openRedis(t, srv, clock, 5*time.Second) })
 	})
+	t.Run("TwoNodes", func(t *testing.T) { testTwoNodes(t, srv) })
 	t.Run("StorePaused", func(t *testing.T) { testStorePaused(t, srv) })
 	t.Run("StoreDown", func(t *testing.T) { testStoreDown(t, srv) })
 	t.Run("ShutdownStorePaused", func(t *testing.T) { testShutdownStorePaused(t, srv) })
@@ -68,6 +70,80 @@ func testShutdownStorePaused(t *testing.T, srv *redistest.Server) {
 	}
 	if held := s.Held(&p, "k"); held != 0 {
 		t.Errorf("after Shutdown the node still holds %d units", held)
+	}
+}
+
+// testTwoNodes: two nodes with leases on one real redis-server, on a fake
+// clock. On a hot key they never admit more than the bound (Bound: L per
+// window for fixed_window, 1 + d/(B·T) of the bucket's guarantee). On many
+// keys each asked for more than its limit, every key admits exactly its
+// fixed window's limit in every window: keys too cold to lease are decided
+// one call each, and the warm ones' leases are spent or given back within
+// the window.
+func testTwoNodes(t *testing.T, srv *redistest.Server) {
+	ctx := context.Background()
+	t.Run("HotKey", func(t *testing.T) {
+		for _, p := range leasedPolicies() {
+			clock := storetest.NewClock(storetest.Epoch)
+			c := newCluster(openRedis(t, srv, clock, 5*time.Second), clock, 2)
+			c.quiet = func() { waitQuiet(t, c.nodes...) }
+			adm := c.trace(t, p, 11, 3000, 2*time.Millisecond)
+			got, bound := overshoot(t, p, c.nodes[0].TTL(&p), adm), c.nodes[0].Bound(&p)
+			if got > bound {
+				t.Errorf("%s: overshoot %.4f > bound %.4f", p.Name, got, bound)
+			}
+			st := c.stats()
+			t.Logf("%-8s %4d units admitted, overshoot %.4f (bound %.4f), %.3f store calls per decision",
+				p.Name, units(adm), got, bound, float64(st.StoreCalls)/float64(st.Decisions))
+		}
+	})
+	for _, load := range []struct {
+		name    string
+		keys    int
+		perTTL  int // requests per key and TTL, both nodes together
+		windows int
+		limit   int64
+	}{
+		{"ColdKeys", 100, 2, 3, 20},
+		{"WarmKeys", 20, 10, 3, 20},
+		// 1.2× the limit: a unit a lease holds unused at the window's end
+		// is one the key's other node was denied.
+		{"NearLimit", 20, 6, 3, 100},
+	} {
+		t.Run(load.name, func(t *testing.T) {
+			p := sluice.Policy{Name: "fw", Algorithm: sluice.FixedWindow, Limit: load.limit, Period: time.Second}
+			clock := storetest.NewClock(storetest.Epoch)
+			c := newCluster(openRedis(t, srv, clock, 5*time.Second), clock, 2)
+			ttl := c.nodes[0].TTL(&p)
+			rng := rand.New(rand.NewPCG(uint64(load.keys), 7))
+			step := ttl / time.Duration(load.keys*load.perTTL) // one request per step
+			admitted := map[string]map[int64]int64{}           // key → window → units
+			for clock.Now().Sub(storetest.Epoch) < time.Duration(load.windows)*p.Period {
+				clock.Advance(step)
+				key := fmt.Sprint("k", rng.IntN(load.keys))
+				res, err := c.nodes[rng.IntN(2)].Decide(ctx, sluice.Request{Policy: &p, Key: key, Cost: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitQuiet(t, c.nodes...)
+				if res.Allowed {
+					if admitted[key] == nil {
+						admitted[key] = map[int64]int64{}
+					}
+					admitted[key][clock.Now().Sub(storetest.Epoch).Microseconds()/p.Period.Microseconds()]++
+				}
+			}
+			for k := range load.keys {
+				key := fmt.Sprint("k", k)
+				for w := range int64(load.windows) {
+					if got := admitted[key][w]; got != p.Limit {
+						t.Errorf("%s admitted %d in window %d, want exactly L = %d", key, got, w, p.Limit)
+					}
+				}
+			}
+			st := c.stats()
+			t.Logf("%d decisions, %.3f store calls per decision", st.Decisions, float64(st.StoreCalls)/float64(st.Decisions))
+		})
 	}
 }
 

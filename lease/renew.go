@@ -32,7 +32,7 @@ func (p *pending) giveBack(now int64) giveBack {
 	if p.policy.Algorithm == sluice.FixedWindow && now >= p.start+p.res.Result.ResetAfter.Microseconds() {
 		return giveBack{}
 	}
-	return giveBack{policy: p.policy, key: "", res: p.res, unused: p.res.Granted}
+	return giveBack{policy: p.policy, key: "", res: p.res, at: p.start, unused: p.res.Granted}
 }
 
 // wantsRenewal says whether a renewal should start now, after an admission
@@ -52,8 +52,7 @@ func (l *lease) wantsRenewal(now, lead int64) bool {
 		l.renewTried = true
 		return true
 	}
-	used := l.res.Granted - l.left
-	if l.left*max(1, now-l.start) > used*lead {
+	if l.left*max(1, now-l.start) > l.spent*lead {
 		return false
 	}
 	l.renewTried = true
@@ -143,7 +142,7 @@ func (s *Store) renew(ctx context.Context, l *lease) {
 	sh.mu.Lock()
 	if l.retired || l.policy != p {
 		sh.mu.Unlock()
-		s.giveBack(ctx, giveBack{policy: p, key: l.id.key, res: r, unused: r.Granted})
+		s.giveBack(ctx, giveBack{policy: p, key: l.id.key, res: r, at: now, unused: r.Granted})
 		return
 	}
 	l.next = &pending{policy: p, res: r, asked: size, start: now, ttl: ttl}

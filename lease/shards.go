@@ -21,19 +21,28 @@ type shard struct {
 	mu        sync.Mutex
 	leases    map[leaseID]*lease // nil once the store is closed
 	expiring  expiring           // leases that held units when installed, by expiry
-	decisions int64              // decided through a lease (from it or by reserving)
-	_         [16]byte           // a cache line of its own
+	cold      coldTable          // the demand of keys without a lease
+	decisions int64              // decided here: from a lease, by reserving, or (direct) by one store call
+	direct    int64              // of those, sent to the store as they came: keys too cold to lease
+	_         [8]byte            // a cache line of its own
 }
 
 func (s *Store) shardOf(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&(numShards-1)]
+	sh, _ := s.shardHash(key)
+	return sh
+}
+
+// shardHash returns key's shard and hash.
+func (s *Store) shardHash(key string) (*shard, uint64) {
+	h := maphash.String(s.seed, key)
+	return &s.shards[h&(numShards-1)], h
 }
 
 // get returns the lease of id, creating it under p; sh is locked and open.
 func (sh *shard) get(id leaseID, p *sluice.Policy) *lease {
 	l := sh.leases[id]
 	if l == nil {
-		l = &lease{mu: newKeyLock(), id: id, sh: sh, policy: *p, size: 1}
+		l = &lease{mu: newKeyLock(), id: id, sh: sh, policy: *p}
 		sh.leases[id] = l
 	}
 	return l
@@ -42,7 +51,9 @@ func (sh *shard) get(id leaseID, p *sluice.Policy) *lease {
 // Stats counts the store's work since New, and what it holds now.
 type Stats struct {
 	Decisions  int64 // requests decided (Decide and DecideAll)
+	Direct     int64 // of those, sent to the store as they came: keys too cold to lease, algorithms not leased, batches
 	StoreCalls int64 // calls to the remote store (reservations, releases, decisions)
+	Releases   int64 // releases made: unused units given back
 	Renewals   int64 // reservations made ahead, before a lease ran out, that came back with units
 	Background int64 // store calls in flight in the background now (renewals, releases)
 	Waited     int64 // decisions that waited for a store call
@@ -52,12 +63,14 @@ type Stats struct {
 
 // Stats returns the counters, and counts what the leases hold.
 func (s *Store) Stats() Stats {
-	st := Stats{Decisions: s.remoteDecisions.Load(), StoreCalls: s.storeCalls.Load(), Renewals: s.renewals.Load(), Background: s.background.Load(), Waited: s.waited.Load()}
+	st := Stats{Decisions: s.remoteDecisions.Load(), Direct: s.remoteDecisions.Load(), StoreCalls: s.storeCalls.Load(),
+		Releases: s.releases.Load(), Renewals: s.renewals.Load(), Background: s.background.Load(), Waited: s.waited.Load()}
 	now := s.now()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		st.Decisions += sh.decisions
+		st.Direct += sh.direct
 		st.Leases += len(sh.leases)
 		for _, l := range sh.leases {
 			if !l.retired {
@@ -129,7 +142,8 @@ func (sh *shard) sweep(now int64, all bool, back []giveBack) []giveBack {
 		l := sh.expiring.pop().l
 		// A stale entry (the lease was renewed, spent or retired since) has
 		// nothing to give back; a lease kept by a denial or a reservation in
-		// flight is left to the walk over all leases.
+		// flight, or whose key is still warm, is left to the walk over all
+		// leases.
 		if !l.retired && l.left > 0 {
 			back = sh.retireIdle(l, now, back)
 		}
@@ -137,20 +151,23 @@ func (sh *shard) sweep(now int64, all bool, back []giveBack) []giveBack {
 	return back
 }
 
-// retireIdle removes l from sh, which is locked, when it has expired, is not
-// remembering a denial and is not being reserved for; what it held is
-// appended to back.
+// retireIdle gives back what l holds, when it has expired, is not
+// remembering a denial and is not being reserved for (sh is locked), by
+// appending it to back when that pays; and removes l from sh unless its key
+// is still warm, so that a key asking often keeps its demand.
 func (sh *shard) retireIdle(l *lease, now int64, back []giveBack) []giveBack {
 	if now < l.expires || now < l.deniedUntil || l.next != nil && now < l.next.expires() || !l.mu.TryLock() {
 		return back
 	}
 	defer l.mu.Unlock()
-	l.retired = true
-	delete(sh.leases, l.id)
 	for _, g := range [2]giveBack{l.dropNext(now), l.takeBack(now)} { // newest first
-		if g.unused > 0 {
+		if g = l.worth(g, now); g.unused > 0 {
 			back = append(back, g)
 		}
+	}
+	if !l.demand.warm(now) {
+		l.retired = true
+		delete(sh.leases, l.id)
 	}
 	return back
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/sluicehq/sluice/storetest"
 )
 
-// TestLeaseSizes: a key's first lease is one unit; its second is two TTLs of
-// the rate measured on the first (one gap between requests, a noisy
-// estimate); later ones are one TTL of the rate measured on the lease before.
+// TestLeaseSizes: a key is leased once it asks three times within a TTL; its
+// first lease is its rate so far over a TTL, but at most what it asked;
+// the next ones are one TTL at the rate the lease before was spent; a key
+// that goes cold is decided by one store call per request again.
 func TestLeaseSizes(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
 	// B·T = 1s, so the TTL is 50ms and the max lease (100,000) caps nothing here.
@@ -35,19 +36,38 @@ func TestLeaseSizes(t *testing.T) {
 			t.Errorf("%s: holds %d units, want %d", what, got, want)
 		}
 	}
+	// One request every 5ms: ten per TTL.
 	decide(0)
-	held(0, "first lease (one unit, spent)")
-	// One unit in 10ms: two TTLs of it are 10 units, one spent now.
+	decide(5 * time.Millisecond)
+	held(0, "two requests: too cold to lease")
+	if st := s.Stats(); st.Direct != 2 || st.StoreCalls != 2 || st.Leases != 0 {
+		t.Errorf("two requests: %+v, want both sent as they came and no lease", st)
+		return
+	}
+	// Three units in 10ms are 15 per TTL, but at most the three it asked for.
 	decide(10 * time.Millisecond)
+	held(2, "first lease")
+	decide(15 * time.Millisecond)
+	decide(20 * time.Millisecond)
+	held(0, "first lease spent")
+	// Three units spent in the 15ms since it was reserved: 10 per TTL.
+	decide(25 * time.Millisecond)
 	held(9, "second lease")
-	for at := 15 * time.Millisecond; at <= 55*time.Millisecond; at += 5 * time.Millisecond {
+	for at := 30 * time.Millisecond; at <= 70*time.Millisecond; at += 5 * time.Millisecond {
 		decide(at)
 	}
 	held(0, "second lease spent")
-	// 10 units in 47ms: one TTL of it is ⌈10·50/47⌉ = 11 units, one spent now.
-	decide(57 * time.Millisecond)
-	held(10, "third lease")
-	if st := s.Stats(); st.StoreCalls != 3 {
-		t.Errorf("%d store calls, want 3 (one per lease)", st.StoreCalls)
+	// Ten units spent in the 50ms it lasted: 10 per TTL again.
+	decide(75 * time.Millisecond)
+	held(9, "third lease")
+	// A lease that outlives the key's requests: its TTL ends with units left,
+	// which are not given back (the bucket refilled them long since: a
+	// release would cost a call for nothing).
+	decide(80 * time.Millisecond)
+	clock.Set(storetest.Epoch.Add(200 * time.Millisecond))
+	held(0, "third lease, expired")
+	decide(200 * time.Millisecond)
+	if st := s.Stats(); st.StoreCalls != 6 || st.Releases != 0 {
+		t.Errorf("%d store calls (%d releases), want 6: two sent as they came, one per lease, and one for the key gone cold", st.StoreCalls, st.Releases)
 	}
 }

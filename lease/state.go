@@ -20,6 +20,7 @@ type lease struct {
 
 	res       sluice.Reservation // the current reservation
 	left      int64              // its unspent units
+	spent     int64              // its units spent on requests (the rest were given back or expired)
 	start     int64              // node clock (µs) read before the reservation
 	expires   int64              // the lease ends (TTL, or its window's end)
 	windowEnd int64              // fixed_window: end of the window holding the units
@@ -28,9 +29,8 @@ type lease struct {
 	seenLeft int64 // what the store had left at the last answer (-1: unknown)
 	seenAt   int64 // node clock of that answer
 
-	size     int64 // the rate-driven size of the next reservation
-	sized    bool  // size already adapted to how the current lease went
-	installs int   // leases installed for the key so far
+	demand demand // what the key asks for per TTL: whether to lease it, and how much
+	saved  int64  // store calls its leases saved (local decisions) less the renewals and releases made
 
 	denial      sluice.Result // the store's last denial, answered locally until deniedUntil
 	deniedUntil int64
@@ -50,6 +50,7 @@ func (l *lease) local(req sluice.Request, now int64) (sluice.Result, bool) {
 	}
 	if l.left >= req.Cost && now < l.expires {
 		l.left -= req.Cost
+		l.spent += req.Cost
 		return l.admitted(now), true
 	}
 	if now < l.deniedUntil && req.Cost >= l.deniedCost {
@@ -63,6 +64,7 @@ type giveBack struct {
 	policy sluice.Policy
 	key    string
 	res    sluice.Reservation
+	at     int64 // node clock (µs) read before the reservation
 	unused int64
 }
 
@@ -74,7 +76,49 @@ func (l *lease) takeBack(now int64) giveBack {
 	if unused <= 0 || l.policy.Algorithm == sluice.FixedWindow && now >= l.windowEnd {
 		return giveBack{}
 	}
-	return giveBack{policy: l.policy, key: l.id.key, res: l.res, unused: unused}
+	return giveBack{policy: l.policy, key: l.id.key, res: l.res, at: l.start, unused: unused}
+}
+
+// worth returns g when giving it back pays (shard locked), else nothing:
+// the release surely restores a unit — a fixed window's units until the
+// window ends (takeBack gives none after), a bucket's while less than their
+// refill time has passed since the reservation (a refund keeps the refill
+// since, as the bucket might have been full without the reservation: after
+// unused·T it may restore nothing) — and the key's leases saved at least the
+// call it costs (local decisions, less the renewals and releases made), or
+// for a fixed window the units are likely to be asked for before it ends
+// (filling).
+// Units not given back stay consumed: under-admission of at most one lease
+// (Stranded), never more admitted.
+func (l *lease) worth(g giveBack, now int64) giveBack {
+	if g.unused <= 0 {
+		return giveBack{}
+	}
+	if g.policy.Algorithm != sluice.FixedWindow {
+		if l.saved < 1 || now-g.at >= g.unused*g.policy.EmissionInterval().Microseconds() {
+			return giveBack{}
+		}
+	} else if l.saved < 1 && !l.filling(now) {
+		return giveBack{}
+	}
+	l.saved--
+	return g
+}
+
+// filling reports whether a fixed window may reach its limit before it ends,
+// by what it had used at the store's last answer (all nodes together) for
+// the time it had been open: on course for three quarters of it or more,
+// as a rate measured early in a window (a key turning warm, calls on their
+// way) reads low. Then every unit counts, and one stranded is one another
+// node is denied.
+func (l *lease) filling(now int64) bool {
+	P := l.policy.Period.Microseconds()
+	opened := l.windowEnd - P
+	if l.seenAt == 0 || now >= l.windowEnd || l.seenAt < opened {
+		return false
+	}
+	used := l.policy.Limit - l.seenLeft
+	return 4*float64(used)*float64(P) >= 3*float64(l.policy.Limit)*float64(max(1, l.seenAt-opened))
 }
 
 // settle decides a request of cost with the store's answer to a reservation
@@ -88,52 +132,49 @@ func (l *lease) settle(r sluice.Reservation, err error, cost, size, now int64, t
 	case r.Result.Degraded:
 		return r.Result, nil
 	case r.Granted == 0:
-		l.deny(r, cost, max(size, l.size), now, ttl)
+		l.deny(r, cost, size, now, ttl)
 		return l.denied(now), nil
 	}
 	l.install(r, size, now, ttl)
 	l.left -= cost
+	l.spent += cost
 	l.watch()
 	return l.admitted(now), nil
 }
 
-// firstRateMargin multiplies the rate measured on a key's first lease when
-// sizing its second. That rate is one unit over one gap between requests, a
-// noisy estimate: a second lease sized on a long gap ran out within seconds
-// and cost a renewal (most of the Redis calls of 10,000 keys after a warm-up).
-// Two TTLs of it rarely run out early; what is left when the TTL ends is given
-// back, as any lease's leftover. A key seen once reserves one unit as before.
-// The margin applies only while the store has at least half its capacity left
-// and the lease takes at most a quarter of that: near the limit, units held
-// for a rate that may not come are units other nodes are denied
-// (utilization), so the lease is one TTL's worth.
-const firstRateMargin = 2
-
-// nextSize is the size of the reservation to make now for a request of cost:
-// one TTL of the node's own rate, measured on the current lease (units it
-// used ÷ how long it lasted; firstRateMargin TTLs after the key's first
-// lease); at most maxLease; and for a fixed window at most
-// a quarter of what the store has left (so near the limit leases shrink to
-// single units, and few are stranded until the window ends) — but never
-// below cost. A bucket's lease takes what is left instead, and a partial
-// grant makes the node wait for the rest to refill (see install).
+// nextSize is the size of the reservation to make now for a request of
+// cost: what the key is expected to ask for over the lease's lifetime (d,
+// or for a fixed window what is left of the window if that is shorter) — at
+// the rate it spent its last lease (units used ÷ how long the lease lasted)
+// when it had one lately, else at its demand — at most maxLease, and for a
+// fixed window at most a quarter of what the store has left (so near the
+// limit leases shrink to single units, and few are stranded until the window
+// ends); but never below cost. A bucket's lease takes what is left instead,
+// and a partial grant makes the node wait for the rest to refill (see
+// install).
 func (l *lease) nextSize(cost, now, maxLease int64, ttl time.Duration) int64 {
-	if l.res.Granted > 0 && !l.sized {
-		l.sized = true
-		used := float64(l.res.Granted - l.left)
-		lasted := float64(max(1, min(now, l.expires)-l.start))
-		size := used * float64(ttl.Microseconds()) / lasted
-		if left, ok := l.globalLeft(now); l.installs == 1 && ok && left >= l.policy.Capacity()/2 && size*firstRateMargin <= float64(left)/4 {
-			size *= firstRateMargin
+	d := ttl.Microseconds()
+	span, left, known := d, int64(0), false
+	if l.policy.Algorithm == sluice.FixedWindow {
+		if left, known = l.globalLeft(now); known {
+			span = min(span, l.windowEnd-now)
 		}
-		l.size = int64(min(float64(maxLease), math.Ceil(size)))
 	}
-	l.size = min(max(1, l.size), maxLease)
-	size := l.size
-	if left, ok := l.globalLeft(now); ok && l.policy.Algorithm == sluice.FixedWindow {
+	var size int64
+	if l.res.Granted > 0 && now-l.expires < d {
+		// The lease's own rate is the closest measure: the demand's sliding
+		// window is an approximation, and near the limit a unit reserved
+		// too many is a unit others are denied.
+		used := float64(l.spent)
+		lasted := float64(max(1, min(now, l.expires)-l.start))
+		size = int64(math.Ceil(used * float64(span) / lasted))
+	} else {
+		size = l.demand.over(now, span)
+	}
+	if known {
 		size = min(size, left/4)
 	}
-	return max(cost, size)
+	return max(cost, min(size, maxLease))
 }
 
 // globalLeft estimates what the store has left now from its last answer: the
@@ -158,8 +199,7 @@ func (l *lease) install(r sluice.Reservation, asked, now int64, ttl time.Duratio
 	if r.Granted >= asked {
 		l.short = 0
 	}
-	l.res, l.left, l.start, l.sized, l.renewTried = r, r.Granted, now, false, false
-	l.installs++
+	l.res, l.left, l.spent, l.start, l.renewTried = r, r.Granted, 0, now, false
 	l.expires = now + ttl.Microseconds()
 	l.resetAt = now + r.Result.ResetAfter.Microseconds()
 	if l.policy.Algorithm == sluice.FixedWindow {

@@ -11,14 +11,10 @@ type encodedBatch struct {
 	script   *Script
 	keys     []string
 	args     []string
-	requests int
+	replyLen int       // the values it replies
 	order    []*waiter // the items, in the order the call decides them
 }
 
-// encodeBatch lays out batch as decide_batch's KEYS and ARGV: single
-// requests on one (policy, key) as one run at the place of the first, a
-// policy's numbers only when it differs from the previous run's, and each
-// DecideAll set as one all-or-nothing record.
 // batchInstant writes a batch's first argument: the one instant of the whole
 // batch, or with no Clock, "" for the script to read Redis TIME once.
 func (s *Store) batchInstant(a *argBuilder) {
@@ -29,6 +25,11 @@ func (s *Store) batchInstant(a *argBuilder) {
 	}
 }
 
+// encodeBatch lays out batch as decide_batch's KEYS and ARGV: single
+// requests on one (policy, key) as one run at the place of the first, lone
+// requests of one cost on keys of their own as one record, a policy's
+// numbers only when it differs from the previous run's, each DecideAll set
+// as one all-or-nothing record, and each reservation and release as one.
 func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	e := encodedBatch{order: arrange(batch)}
 	var a argBuilder
@@ -37,10 +38,30 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	var last *sluice.Policy
 	for i := 0; i < len(e.order); {
 		w := e.order[i]
-		e.requests += len(w.reqs)
 		for _, r := range w.reqs {
 			mixed = mixed || r.Policy.Algorithm != alg
 		}
+		switch w.op {
+		case opReserve:
+			a.str("v")
+			a.policy(w.reqs[0].Policy)
+			a.int(w.reqs[0].Cost)
+			a.int(w.upTo)
+			e.keys = append(e.keys, w.keys[0])
+			e.replyLen += replyLen
+			i++
+			continue
+		case opRelease:
+			a.str("r")
+			a.policy(w.reqs[0].Policy)
+			a.int(w.reqs[0].Cost)
+			a.int(w.res.Ref1)
+			a.int(w.res.Ref2)
+			e.keys = append(e.keys, w.keys[0])
+			i++
+			continue
+		}
+		e.replyLen += batchStride * len(w.reqs)
 		if w.all {
 			a.str("a")
 			a.int(int64(len(w.reqs)))
@@ -60,6 +81,18 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 			a.policy(p)
 			last = p
 		}
+		if k := lone(e.order[i:]); k > 1 {
+			a.str("m")
+			a.int(int64(k))
+			a.int(w.reqs[0].Cost)
+			e.replyLen += batchStride * (k - 1)
+			e.keys = append(e.keys, w.keys[0])
+			for _, x := range e.order[i+1 : i+k] {
+				e.keys = append(e.keys, x.keys[0])
+			}
+			i += k
+			continue
+		}
 		if j == i+1 && w.reqs[0].Cost >= 0 {
 			a.int(-w.reqs[0].Cost) // one request: its cost, negated
 		} else { // (a negative cost, which the Limiter refuses, must not read as a count)
@@ -68,7 +101,7 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 				a.int(x.reqs[0].Cost)
 			}
 		}
-		e.requests += j - i - 1
+		e.replyLen += batchStride * (j - i - 1)
 		e.keys = append(e.keys, w.keys[0])
 		i = j
 	}
@@ -80,13 +113,38 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	return e
 }
 
-// sameRun reports whether x is a single request on w's policy and key.
-func sameRun(w, x *waiter) bool {
-	return !x.all && x.reqs[0].Policy == w.reqs[0].Policy && x.keys[0] == w.keys[0]
+// lone returns how many of order's first items are lone requests of one
+// cost under one policy, each on a key of its own (a run of one): an 'm'
+// record decides them.
+func lone(order []*waiter) int {
+	w := order[0]
+	if w.reqs[0].Cost < 0 {
+		return 0
+	}
+	k := 0
+	for k < len(order) {
+		x := order[k]
+		if !x.single() || x.reqs[0].Policy != w.reqs[0].Policy || x.reqs[0].Cost != w.reqs[0].Cost ||
+			k+1 < len(order) && sameRun(x, order[k+1]) {
+			break
+		}
+		k++
+	}
+	return k
 }
 
-// arrange orders batch for encodeBatch: each single request moves up to the
-// first one on its policy and key, the rest keeps its place.
+// sameRun reports whether x is a single decision on w's policy and key.
+func sameRun(w, x *waiter) bool {
+	return x.single() && x.reqs[0].Policy == w.reqs[0].Policy && x.keys[0] == w.keys[0]
+}
+
+// single reports whether w is a Decide's request: one that runs of requests
+// on a key hold.
+func (w *waiter) single() bool { return w.op == opDecide && !w.all }
+
+// arrange orders batch for encodeBatch: each single decision moves up to the
+// first one on its policy and key, the rest (sets, reservations, releases)
+// keeps its place.
 func arrange(batch []*waiter) []*waiter {
 	if len(batch) < 3 {
 		return batch
@@ -98,7 +156,7 @@ func arrange(batch []*waiter) []*waiter {
 	runs := make(map[runKey][]*waiter, len(batch))
 	var firsts []*waiter // sets, and the first request of each run
 	for _, w := range batch {
-		if w.all {
+		if !w.single() {
 			firsts = append(firsts, w)
 			continue
 		}
@@ -113,7 +171,7 @@ func arrange(batch []*waiter) []*waiter {
 	}
 	order := make([]*waiter, 0, len(batch))
 	for _, w := range firsts {
-		if w.all {
+		if !w.single() {
 			order = append(order, w)
 		} else {
 			order = append(order, runs[runKey{w.reqs[0].Policy, w.keys[0]}]...)

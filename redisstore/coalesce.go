@@ -48,7 +48,8 @@ type queues struct {
 	m  map[queueKey][]*waiter
 }
 
-// waiter is one queued item: a Decide's request, or a DecideAll set (all).
+// waiter is one queued item: a Decide's request, a DecideAll set (all), a
+// Reserve's or a Release's (op).
 type waiter struct {
 	ctx     context.Context
 	reqs    []sluice.Request
@@ -60,10 +61,22 @@ type waiter struct {
 	one     [1]sluice.Request // a Decide's reqs
 	oneKey  [1]string         // and keys
 	oneRes  [1]sluice.Result  // and results
-	reserve bool              // a Reserve's request (reserve.go), queued apart
-	upTo    int64             // the most units it asks for
-	res     sluice.Reservation
+	op      op
+	upTo    int64              // a reservation's most units
+	res     sluice.Reservation // a reservation's answer; a release's, to give back from
 }
+
+// op is what a waiter asks for. Every kind shares the queues and the calls:
+// a lease's reservations and releases ride with the decisions, so a node has
+// one call in flight per partition, and Redis pays its per-call costs once
+// for all of them.
+type op uint8
+
+const (
+	opDecide  op = iota // a Decide, or a DecideAll set
+	opReserve           // a Reserve of reqs[0].Cost to upTo units (reserve.go)
+	opRelease           // a Release of reqs[0].Cost units of res
+)
 
 // submit decides w in the queue of its node: at once if no call is in flight
 // there, else in the call after the one in flight.
@@ -73,7 +86,7 @@ func (s *Store) submit(w *waiter) error {
 		s.runBatch(w.ctx, []*waiter{w})
 		return w.err
 	}
-	q := s.queuesOf(w)
+	q := &s.q
 	q.mu.Lock()
 	queue, busy := q.m[qk]
 	if !busy {
@@ -102,15 +115,6 @@ func (s *Store) submit(w *waiter) error {
 		// that was counted errs on the safe side.
 		return w.ctx.Err()
 	}
-}
-
-// queuesOf returns the queues w joins: reservations share calls with each
-// other only (reserve_batch), decisions with decisions (decide_batch).
-func (s *Store) queuesOf(w *waiter) *queues {
-	if w.reserve {
-		return &s.rq
-	}
-	return &s.q
 }
 
 // queueOf returns the queue of an item on keys, false if it has none (a set
@@ -179,47 +183,72 @@ func batchContext(batch []*waiter) (context.Context, context.CancelFunc) {
 }
 
 // runBatch decides batch in one call and sets every waiter's results or
-// error. A lone request goes by decide_one (main.lua), which costs Redis
-// less than a batch of one.
+// error. A lone item goes by its own function (main.lua's decide_one and
+// refund, reserve.lua's reserve_one), which costs Redis less than a batch of
+// one.
 func (s *Store) runBatch(ctx context.Context, batch []*waiter) {
-	if batch[0].reserve {
-		s.runReserves(ctx, batch)
-		return
-	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var (
-		script *Script
-		order  []*waiter
-		reply  []int64
-		stride int
-		err    error
-	)
 	if w := batch[0]; len(batch) == 1 && !w.all {
-		script, order, stride = scriptFor(w.reqs[0].Policy.Algorithm), batch, replyLen
-		reply = make([]int64, replyLen)
-		err = s.run.Run(ctx, script, w.keys, s.requestArgs(modeWrite, w.reqs[0], s.now(), false, 0, 0), reply)
-	} else {
-		b := s.encodeBatch(batch)
-		script, order, stride = b.script, b.order, batchStride
-		reply = make([]int64, batchStride*b.requests)
-		err = s.run.Run(ctx, script, b.keys, b.args, reply)
+		s.runOne(ctx, w)
+		s.finish(batch, batch)
+		return
 	}
+	b := s.encodeBatch(batch)
+	reply := make([]int64, b.replyLen)
+	err := s.run.Run(ctx, b.script, b.keys, b.args, reply)
 	off := 0
-	for _, w := range order {
+	for _, w := range b.order {
 		if err != nil {
-			w.err = scriptError(script, err)
+			w.err = scriptError(b.script, err)
 			continue
 		}
-		if w.results == nil {
-			w.results = make([]sluice.Result, len(w.reqs))
-		}
-		for i, r := range w.reqs {
-			w.results[i] = result(r.Policy, reply[off:])
-			off += stride
-		}
+		off = w.read(reply, off)
 	}
-	s.finish(order, batch)
+	s.finish(b.order, batch)
+}
+
+// runOne makes w's call alone.
+func (s *Store) runOne(ctx context.Context, w *waiter) {
+	req := w.reqs[0]
+	var reply [replyLen]int64
+	script := scriptFor(req.Policy.Algorithm)
+	var args []string
+	switch w.op {
+	case opReserve:
+		script = scripts[algoCode(req.Policy.Algorithm)+reserveSuffix]
+		// The same ARGV as a refund, with upTo where the refund has ref1.
+		args = s.requestArgs(modeReserve, req, s.now(), true, w.upTo, 0)[:8]
+	case opRelease:
+		args = s.requestArgs(modeRefund, req, s.now(), true, w.res.Ref1, w.res.Ref2)
+	default:
+		args = s.requestArgs(modeWrite, req, s.now(), false, 0, 0)
+	}
+	if err := s.run.Run(ctx, script, w.keys, args, reply[:]); err != nil {
+		w.err = scriptError(script, err)
+		return
+	}
+	w.read(reply[:], 0)
+}
+
+// read sets w's answer from a call's reply at off, and returns the offset of
+// the next item's.
+func (w *waiter) read(reply []int64, off int) int {
+	switch w.op {
+	case opReserve:
+		w.res = reservation(w.reqs[0].Policy, reply[off:off+replyLen])
+		return off + replyLen
+	case opRelease:
+		return off
+	}
+	if w.results == nil {
+		w.results = make([]sluice.Result, len(w.reqs))
+	}
+	for i, r := range w.reqs {
+		w.results[i] = result(r.Policy, reply[off:])
+		off += batchStride
+	}
+	return off
 }
 
 // finish ends a call: the test's hook sees the items in the order the call

@@ -120,10 +120,11 @@
 // the first (every item of a batch was pending at once, so that is an order
 // they could have had).
 //
-// Reservations (Reserve: a lease's batches and their renewals) share calls
-// the same way, in a queue of their own per node: those that queue while a
-// reservation call is in flight go as one reserve_batch call, each made as it
-// would be alone, in arrival order, at the call's instant.
+// Reservations and releases (Reserve and Release: a lease's batches, their
+// renewals and the units given back) queue with the decisions and share
+// their calls: a batch makes each as it would be made alone, in its place, at
+// the call's instant. A node with leases thus has one call in flight per
+// node, not one for its decisions and another for its leases.
 //
 // There is one queue per node: per Redis server, per shard of a sharded store,
 // and per hash slot on a Cluster (a function's keys must share a slot there,

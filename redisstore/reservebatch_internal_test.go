@@ -36,49 +36,101 @@ func openForFuzz(f *testing.F) *Store {
 	return s
 }
 
-// FuzzReserveBatch decodes its input into one batch of reservations — a few
-// keys of every reservable algorithm, repeats of a key, costs and upTo's
-// around the limit — makes it in one call of reserve_batch, and wants each
-// reservation to equal what Reserve gets alone, in the same order at the
-// same instant, on a second set of keys.
-func FuzzReserveBatch(f *testing.F) {
+// FuzzBatchOps decodes its input into one batch of decisions, reservations
+// and releases — a few keys of every reservable algorithm, repeats of a key,
+// costs and upTo's around the limit, releases of reservations made before —
+// makes it in one call of decide_batch, and wants each item to get what it
+// gets alone, in the call's order at the same instant, on a second set of
+// keys, and every key to end in the same state.
+func FuzzBatchOps(f *testing.F) {
 	s := openForFuzz(f)
 	pols := reservablePolicies(5)
-	f.Add([]byte{0, 3, 0, 3, 0, 3, 1, 9})                       // one key three times, then another
-	f.Add([]byte{1, 7, 3, 7, 2, 7, 6, 8, 3, 2, 0, 9, 11, 9, 4}) // keys of several algorithms
-	f.Add([]byte{5, 1, 5, 1, 5, 1, 5, 1, 5, 1, 5, 1})           // past the limit
+	f.Add([]byte{1, 0, 3, 1, 0, 3, 1, 0, 3, 1, 1, 9})                    // one key three times, then another
+	f.Add([]byte{1, 1, 7, 0, 3, 7, 2, 2, 7, 1, 6, 8, 0, 3, 2, 1, 11, 9}) // keys of several algorithms, all kinds
+	f.Add([]byte{1, 5, 1, 1, 5, 1, 1, 5, 1, 2, 5, 1, 1, 5, 1, 1, 5, 1})  // past the limit, a release between
+	f.Add([]byte{0, 0, 0})
 	f.Add([]byte{})
 	round := 0
 	f.Fuzz(func(t *testing.T, in []byte) {
 		round++
+		ctx := context.Background()
 		clock := storetest.NewClock(storetest.Epoch)
-		s.clock, s.prefix = clock, fmt.Sprintf("rfuzz%d:", round)
-		var batch []*waiter
-		var alone []sluice.Request
-		for i := 0; i+1 < len(in) && len(batch) < maxBatch; i += 2 {
-			req := sluice.Request{Policy: pols[int(in[i+1])%len(pols)], Key: fmt.Sprintf("k%d", int(in[i+1])/len(pols)%3), Cost: int64(in[i] % 3)}
-			w := &waiter{ctx: context.Background(), reserve: true, upTo: int64(in[i] / 3 % 8)}
-			w.one[0], w.oneKey[0] = req, s.Key(req.Policy, "batch-"+req.Key)
-			w.reqs, w.keys = w.one[:], w.oneKey[:]
-			batch = append(batch, w)
-			req.Key = "alone-" + req.Key
-			alone = append(alone, req)
+		s.clock, s.prefix = clock, fmt.Sprintf("bfuzz%d:", round)
+		// A reservation of 2 on every (policy, key) on both sides, for the
+		// releases to give back.
+		made := map[string]sluice.Reservation{}
+		for _, p := range pols {
+			for k := range 3 {
+				for _, side := range []string{"batch-", "alone-"} {
+					r, err := s.Reserve(ctx, sluice.Request{Policy: p, Key: fmt.Sprint(side, "k", k), Cost: 1}, 2)
+					if err != nil {
+						t.Fatal(err)
+					}
+					made[s.Key(p, fmt.Sprint(side, "k", k))] = r
+				}
+			}
 		}
-		if len(batch) == 0 {
+		var batch []*waiter
+		released := map[string]bool{}
+		for i := 0; i+2 < len(in) && len(batch) < maxBatch; i += 3 {
+			req := sluice.Request{Policy: pols[int(in[i+1])%len(pols)], Key: fmt.Sprintf("batch-k%d", int(in[i+1])/len(pols)%3), Cost: int64(in[i+2] % 3)}
+			w := &waiter{ctx: ctx, op: op(in[i] % 3)}
+			w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
+			w.reqs, w.keys = w.one[:], w.oneKey[:]
+			switch w.op {
+			case opDecide:
+				w.oneRes[0], w.results = sluice.Result{}, w.oneRes[:]
+			case opReserve:
+				w.upTo = int64(in[i+2] / 3 % 8)
+			case opRelease:
+				if released[w.keys[0]] {
+					continue // a reservation is given back once
+				}
+				released[w.keys[0]] = true
+				w.res = made[w.keys[0]]
+				w.one[0].Cost = 1 + int64(in[i+2])%w.res.Granted
+			}
+			batch = append(batch, w)
+		}
+		if len(batch) < 2 {
 			return
 		}
-		s.runReserves(context.Background(), batch)
-		for i, w := range batch {
+		var order []*waiter
+		s.onBatch = func(o []*waiter) { order = o }
+		defer func() { s.onBatch = nil }()
+		s.runBatch(ctx, batch)
+		s.onBatch = nil
+		for i, w := range order {
 			if w.err != nil {
 				t.Fatal(w.err)
 			}
-			want, err := s.Reserve(context.Background(), alone[i], w.upTo)
-			if err != nil {
-				t.Fatal(err)
+			req := w.reqs[0]
+			req.Key = "alone-" + req.Key[len("batch-"):]
+			switch w.op {
+			case opDecide:
+				want, err := s.Decide(ctx, req)
+				if err != nil || w.results[0] != want {
+					t.Fatalf("item %d of %d, a decision (%s, cost %d): batch %+v, alone %+v %v", i, len(order), req.Policy.Algorithm, req.Cost, w.results[0], want, err)
+				}
+			case opReserve:
+				want, err := s.Reserve(ctx, req, w.upTo)
+				if err != nil || w.res != want {
+					t.Fatalf("item %d of %d, a reservation (%s, cost %d, up to %d): batch %+v, alone %+v %v",
+						i, len(order), req.Policy.Algorithm, req.Cost, w.upTo, w.res, want, err)
+				}
+			case opRelease:
+				if err := s.Release(ctx, req, made[s.Key(req.Policy, req.Key)], req.Cost); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if w.res != want {
-				t.Fatalf("reservation %d of %d (%s, cost %d, up to %d): batch %+v, alone %+v",
-					i, len(batch), alone[i].Policy.Algorithm, alone[i].Cost, w.upTo, w.res, want)
+		}
+		for _, p := range pols {
+			for k := range 3 {
+				a, _ := s.Decide(ctx, sluice.Request{Policy: p, Key: fmt.Sprint("batch-k", k)})
+				b, _ := s.Decide(ctx, sluice.Request{Policy: p, Key: fmt.Sprint("alone-k", k)})
+				if a != b {
+					t.Fatalf("%s k%d ends as %+v in the batch, %+v alone", p.Algorithm, k, a, b)
+				}
 			}
 		}
 	})
@@ -100,10 +152,10 @@ func holdFirstCall(t *testing.T, s *Store, n int) func() [][]*waiter {
 			return
 		}
 		queued := func() int {
-			s.rq.mu.Lock()
-			defer s.rq.mu.Unlock()
+			s.q.mu.Lock()
+			defer s.q.mu.Unlock()
 			k := 0
-			for _, q := range s.rq.m {
+			for _, q := range s.q.m {
 				k += len(q)
 			}
 			return k
@@ -141,15 +193,11 @@ func TestReservationsShareCalls(t *testing.T) {
 		_, err := s.Reserve(ctx, sluice.Request{Policy: pols[0], Key: "first", Cost: 1}, 4)
 		first <- err
 	}()
-	for { // the first call is in flight once the queue exists
-		s.rq.mu.Lock()
-		n := len(s.rq.m)
-		s.rq.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "the first call in flight (its queue exists)", func() bool {
+		s.q.mu.Lock()
+		defer s.q.mu.Unlock()
+		return len(s.q.m) > 0
+	})
 	gone, cancelGone := context.WithCancel(ctx)
 	cancelGone()
 	type got struct {
@@ -219,7 +267,7 @@ func TestReserveBatchFailure(t *testing.T) {
 	var batch []*waiter
 	for i := range 5 {
 		req := sluice.Request{Policy: pols[i%len(pols)], Key: fmt.Sprintf("k%d", i), Cost: 1}
-		w := &waiter{ctx: context.Background(), reserve: true, upTo: 3}
+		w := &waiter{ctx: context.Background(), op: opReserve, upTo: 3}
 		w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
 		w.reqs, w.keys = w.one[:], w.oneKey[:]
 		batch = append(batch, w)
@@ -227,7 +275,7 @@ func TestReserveBatchFailure(t *testing.T) {
 	srv.Kill()
 	calls := 0
 	s.onBatch = func([]*waiter) { calls++ }
-	s.runReserves(context.Background(), batch)
+	s.runBatch(context.Background(), batch)
 	if calls != 1 {
 		t.Fatalf("%d calls, want 1", calls)
 	}

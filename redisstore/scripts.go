@@ -113,8 +113,6 @@ func (e entry) call(keys, argv string) string {
 		return "decide_batch(" + keys + ", " + argv + ")"
 	case "reset":
 		return "reset_key(" + keys + ")"
-	case "reserve_batch":
-		return "reserve_batch(" + keys + ", " + argv + ")"
 	case "acquire":
 		return "acquire_slot(" + keys + ", " + argv + ")"
 	case "release":
@@ -141,19 +139,19 @@ func allScripts() []entry {
 			files = []string{luaHeader, luaGCRA, luaLeakyBucket, luaMain}
 		}
 		es = append(es, entry{name: string(a), code: algoCode(a), files: files})
-		batch := append(files[:len(files)-1:len(files)-1], luaBatch)
+		// Batches make reservations too (reserve.lua's reserve_held).
+		batch := append(files[:len(files)-1:len(files)-1], luaReserve, luaBatch)
 		es = append(es, entry{name: string(a) + batchSuffix, code: algoCode(a) + batchSuffix, files: batch})
 		if sluice.Reservable(a) {
 			reserve := append(files[:len(files)-1:len(files)-1], luaReserve)
 			es = append(es, entry{name: string(a) + reserveSuffix, code: algoCode(a) + reserveSuffix, files: reserve})
 		}
 	}
-	// One script for any mix of algorithms: every algorithm, then the batch's
-	// or the reservations' entry points.
+	// One script for any mix of algorithms: every algorithm, then the
+	// batch's entry point.
 	every := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog, luaTokenBucket, luaGCRA, luaLeakyBucket}
-	return append(es, entry{name: "batch", code: "batch", files: append(every[:len(every):len(every)], luaBatch)},
+	return append(es, entry{name: "batch", code: "batch", files: append(every[:len(every):len(every)], luaReserve, luaBatch)},
 		entry{name: "reset", code: "reset", files: []string{luaReset}},
-		entry{name: "reserve_batch", code: "reserve_batch", files: append(every[:len(every):len(every)], luaReserve)},
 		entry{name: "acquire", code: "acquire", files: []string{luaHeader, luaSlots}},
 		entry{name: "release", code: "release", files: []string{luaHeader, luaSlots}},
 		entry{name: "board_post", code: "board_post", files: []string{luaBoard}},
@@ -217,9 +215,6 @@ var (
 	// scriptBatch holds every algorithm, so one script serves any mix.
 	scriptBatch = scripts["batch"]
 	scriptReset = scripts["reset"]
-	// scriptReserveBatch holds every reservable algorithm, for any mix of
-	// reservations.
-	scriptReserveBatch = scripts["reserve_batch"]
 	// scriptAcquire and scriptRelease hold the slots of concurrency
 	// policies (slots.go).
 	scriptAcquire = scripts["acquire"]

@@ -26,7 +26,6 @@ type Store struct {
 	timeout  time.Duration
 	part     Partitioner           // s.run's, when it is one
 	q        queues                // group commit (coalesce.go)
-	rq       queues                // group commit of reservations (reserve.go)
 	onBatch  func(order []*waiter) // a test's hook, after each batch's call
 }
 

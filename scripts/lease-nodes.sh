@@ -3,19 +3,23 @@
 # leases, against two memory-store nodes, in the same run.
 #
 # Starts a throw-away redis-server on 127.0.0.1 and, for each round, each load
-# (hot: every call on one key; keys: 10,000 keys) and each variant
+# (hot: every call on one key; keys: 10,000 keys, uniform; zipf: 10,000 keys,
+# Zipf(1.1): the first takes about 15% of the calls, the first ten half) and
+# each variant
 #
 #	lease    two serve nodes on Redis with store.lease: {} (the defaults)
 #	redis    two serve nodes on Redis, every decision a Redis call
 #	memory   two serve nodes, each on its own memory store (no sharing)
 #	base     as lease, built from the git revision BASE (before and after in
 #	         one run: VARIANTS="base lease redis memory" BASE=main)
+#	base-redis  as redis, built from BASE
 #
-# (interleaved, so a busy machine weighs on all alike) starts the two nodes and
+# (interleaved, each round starting with the next variant, so a busy machine
+# weighs on all alike) starts the two nodes and
 # runs, against both at once,
 #
 #	sluice bench --target http://NODE --policy bench --concurrency 64 \
-#	             --keys 10000 [--hot 1] --duration 10s --json
+#	             --keys 10000 [--hot 1 | --keys-dist zipf] --duration 10s --json
 #
 # after, with WARMUP set, the same load for that long, not measured: a lease
 # node's first reservations of a key follow no rate yet (one unit, then one
@@ -31,7 +35,7 @@
 #
 # Usage: scripts/lease-nodes.sh              (from the repository root)
 # Env:  ROUNDS (3), DURATION (10s), CONCURRENCY (64 per node), KEYS (10000),
-#       LIMIT (1000000000), LOADS ("hot keys"), VARIANTS ("lease redis memory"),
+#       LIMIT (1000000000), LOADS ("hot keys zipf"), VARIANTS ("lease redis memory"),
 #       WARMUP (0s: none), BASE (the revision the base variant is built from),
 #       STATS (1: after each run, print to stderr every command Redis ran in
 #       it, with its calls and µs, from INFO commandstats; a script's own
@@ -50,7 +54,7 @@ DURATION=${DURATION:-10s}
 CONCURRENCY=${CONCURRENCY:-64}
 KEYS=${KEYS:-10000}
 LIMIT=${LIMIT:-1000000000}
-LOADS=${LOADS:-hot keys}
+LOADS=${LOADS:-hot keys zipf}
 VARIANTS=${VARIANTS:-lease redis memory}
 WARMUP=${WARMUP:-0s}
 BASE=${BASE:-}
@@ -77,7 +81,7 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$work/sluice" ./cmd/sluice
-if [[ " $VARIANTS " == *" base "* ]]; then
+if [[ " $VARIANTS " == *" base"* ]]; then
 	if [[ -z $BASE ]]; then
 		echo "lease-nodes.sh: the base variant needs BASE (a git revision)" >&2
 		exit 1
@@ -101,9 +105,10 @@ printf 'store:\n  url: memory://\n%s\n' "$policy" >"$work/memory.yaml"
 start() {
 	nodes=()
 	local bin=$work/sluice config=$1
-	if [[ $1 == base ]]; then
-		bin=$work/sluice-base config=lease
-	fi
+	case $1 in
+	base) bin=$work/sluice-base config=lease ;;
+	base-redis) bin=$work/sluice-base config=redis ;;
+	esac
 	for n in 0 1; do
 		local http
 		http=$(freeport)
@@ -148,7 +153,12 @@ for round in $(seq "$ROUNDS"); do
 	for load in $LOADS; do
 		args=(--keys "$KEYS")
 		[[ $load == hot ]] && args+=(--hot 1)
-		for variant in $VARIANTS; do
+		[[ $load == zipf ]] && args+=(--keys-dist zipf)
+		# Each round starts with the next variant, so none always runs first
+		# (after another load's run) or last.
+		read -ra vs <<<"$VARIANTS"
+		for ((i = 0; i < ${#vs[@]}; i++)); do
+			variant=${vs[(i + round - 1) % ${#vs[@]}]}
 			cli FLUSHALL >/dev/null
 			start "$variant"
 			if [[ $WARMUP != 0s && $WARMUP != 0 ]]; then
@@ -188,18 +198,29 @@ done
 echo "# medians over $ROUNDS rounds: load,variant,rps_node0,rps_node1,cpu_us_per_decision,calls_per_decision,node0_cpu_us_per_request,node1_cpu_us_per_request; then each node's throughput and CPU per request against memory's, and Redis CPU per decision without leases over with"
 python3 - "$results" <<'EOF'
 import csv, statistics, sys
-rows = {}
+rows, byround = {}, {}
 for r in csv.reader(open(sys.argv[1])):
     rows.setdefault((r[1], r[2]), []).append(r)
+    byround[(r[0], r[1], r[2])] = r
 med = {}
 for (load, variant), rs in rows.items():
     m = [statistics.median(float(r[i]) for r in rs) for i in (3, 4, 7, 8, 9, 10)]
     med[(load, variant)] = m
     print("%s,%s,%.0f,%.0f,%.3f,%.4f,%.1f,%.1f" % (load, variant, *m))
+# Leases on ÷ off, taken within each round (the machine's load weighs on
+# both alike), then the median over the rounds.
+def ratios(load, on, off):
+    cpu, rps = [], []
+    for rnd in sorted({k[0] for k in byround}):
+        a, b = byround.get((rnd, load, on)), byround.get((rnd, load, off))
+        if a and b and float(b[7]) > 0:
+            cpu.append(float(a[7]) / float(b[7]))
+            rps.append((float(a[3]) + float(a[4])) / max(1, float(b[3]) + float(b[4])))
+    return (statistics.median(cpu), statistics.median(rps), min(cpu), max(cpu)) if cpu else None
 for load in sorted({l for l, _ in med}):
-    redis, memory = med.get((load, "redis")), med.get((load, "memory"))
-    for name in ("base", "lease"):
-        lease = med.get((load, name))
+    memory = med.get((load, "memory"))
+    for name, off in (("base", "base-redis"), ("lease", "redis")):
+        lease, redis = med.get((load, name)), med.get((load, off))
         if lease and memory:
             mem = (memory[0] + memory[1]) / 2
             print("%s: %s nodes at %.0f%% and %.0f%% of a memory node's throughput" % (load, name, 100 * lease[0] / mem, 100 * lease[1] / mem))
@@ -207,4 +228,7 @@ for load in sorted({l for l, _ in med}):
             print("%s: %s nodes use %.2f× and %.2f× a memory node's CPU per request" % (load, name, lease[4] / memcpu, lease[5] / memcpu))
         if lease and redis and lease[2] > 0:
             print("%s: Redis CPU per decision %.1f× lower with %s (%.3f vs %.3f µs)" % (load, redis[2] / lease[2], name, lease[2], redis[2]))
+        r = ratios(load, name, off)
+        if r:
+            print("%s: %s on ÷ off (%s), medians of the rounds' ratios: Redis CPU per decision %.2f (%.2f–%.2f), decisions/s %.2f" % (load, name, off, r[0], r[2], r[3], r[1]))
 EOF

@@ -17,7 +17,10 @@ per second), latency percentiles (p50, p90, p99, p99.9) of the decisions, and
 how many calls were allowed, denied or failed. A failed call (no answer, an
 error) is no decision: it counts under errors only. Each of --concurrency workers keeps one call in flight until --duration
 passes or --requests calls were made. Keys are "k0".."k{N-1}" (--keys N),
-chosen at random; a --hot share of the calls go to the key "hot" instead.
+chosen at random — uniformly, or with --keys-dist zipf "k{i}" in proportion
+to 1/(i+1)^s (--zipf-s, 1.1 by default: with 10,000 keys the first takes
+about 15% of the calls, the first ten about half); a --hot share of the
+calls go to the key "hot" instead.
 
 Targets:
   grpc://host:port   any Envoy RLS v3 server (Sluice, envoyproxy/ratelimit…):
@@ -43,6 +46,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	requests := fs.Int64("requests", 0, "stop after this many calls (0: no cap)")
 	keys := fs.Int("keys", 10000, "distinct keys, k0 to k{N-1}")
 	hot := fs.Float64("hot", 0, "share of calls (0 to 1) on the single key \"hot\"")
+	dist := fs.String("keys-dist", loadgen.Uniform, "how keys are chosen: uniform, or zipf (a few keys take most calls)")
+	zipfS := fs.Float64("zipf-s", loadgen.DefaultZipfS, "--keys-dist zipf: the exponent s, above 1")
 	fs.Int64Var(&tc.Cost, "cost", 1, "units each call asks for")
 	fs.StringVar(&tc.Policy, "policy", "", "policy `name`: the one http:// checks (required there); the library policy's name for memory:// and redis:// (default bench)")
 	fs.StringVar(&tc.Domain, "domain", "bench", "gRPC: the rate limit domain")
@@ -76,6 +81,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case !(*hot >= 0 && *hot <= 1):
 		fmt.Fprintln(stderr, "bench: --hot must be between 0 and 1")
 		return 2
+	case *dist != loadgen.Uniform && *dist != loadgen.Zipf:
+		fmt.Fprintln(stderr, "bench: --keys-dist must be uniform or zipf")
+		return 2
+	case !(*zipfS > 1 && *zipfS <= 100):
+		fmt.Fprintln(stderr, "bench: --zipf-s must be above 1 (and at most 100)")
+		return 2
 	case tc.Cost < 1:
 		fmt.Fprintln(stderr, "bench: --cost must be at least 1")
 		return 2
@@ -99,7 +110,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer tg.Close()
 
 	opts := loadgen.Options{Target: tg, Concurrency: *concurrency, Duration: *duration, Requests: *requests,
-		Keys: *keys, Hot: *hot}
+		Keys: *keys, Hot: *hot, Dist: *dist, ZipfS: *zipfS}
 	if !*asJSON && !*quiet {
 		opts.Progress = stderr
 	}
@@ -155,7 +166,11 @@ func printBenchSummary(w io.Writer, target string, o loadgen.Options, s loadgen.
 		}
 		return 100 * float64(n) / float64(s.Requests)
 	}
-	fmt.Fprintf(w, "target       %s, concurrency %d, keys %d, hot %g\n", target, o.Concurrency, o.Keys, o.Hot)
+	keys := fmt.Sprint(o.Keys)
+	if o.Dist == loadgen.Zipf {
+		keys += fmt.Sprintf(" (zipf, s %g)", o.ZipfS)
+	}
+	fmt.Fprintf(w, "target       %s, concurrency %d, keys %s, hot %g\n", target, o.Concurrency, keys, o.Hot)
 	fmt.Fprintf(w, "requests     %d in %.2fs\n", s.Requests, s.Elapsed.Seconds())
 	if s.Decisions() == 0 {
 		fmt.Fprintf(w, "throughput   none: no call got a decision\n")

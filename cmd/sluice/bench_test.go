@@ -173,6 +173,8 @@ func TestBenchUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{},
 		{"--target", "memory://", "--hot", "2"},
+		{"--target", "memory://", "--keys-dist", "pareto"},
+		{"--target", "memory://", "--keys-dist", "zipf", "--zipf-s", "0.9"},
 		{"--target", "ftp://x"},
 		{"--target", "http://127.0.0.1:1"}, // no --policy
 		{"--target", "grpc://127.0.0.1:1", "--descriptor", "a,b"},

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,21 +44,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *plan != "" {
 		fields["plan"] = *plan
 	}
-	body, _ := json.Marshal(fields)
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *server+"/v1/check", bytes.NewReader(body))
-	if err != nil {
-		fmt.Fprintln(stderr, "check:", err)
-		return exitError
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		fmt.Fprint(stderr, unreachable(*server, err))
-		return exitError
-	}
-	defer resp.Body.Close()
 	var out struct {
 		Allowed bool `json:"allowed"`
 		Checks  []struct {
@@ -73,22 +58,17 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			DelayMS      int64  `json:"delay_ms"`
 			Shadow       bool   `json:"shadow"`
 			Allowed      bool   `json:"allowed"`
+			ReleaseToken string `json:"release_token"`
 		} `json:"checks"`
-		Error *struct{ Code, Message, Field string } `json:"error"`
+		Error *apiErrorReply `json:"error"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
-		fmt.Fprintf(stderr, "check: %s answered %s with a body that is not the API's JSON: %v\n", *server, resp.Status, err)
+	resp, err := postAPI(ctx, *server, "/v1/check", fields, &out)
+	if err != nil {
+		fmt.Fprintln(stderr, "check:", err)
 		return exitError
 	}
 	if out.Error != nil || (resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusTooManyRequests) || len(out.Checks) != 1 {
-		msg := resp.Status
-		if out.Error != nil {
-			msg = out.Error.Message
-			if out.Error.Field != "" {
-				msg = out.Error.Field + ": " + msg
-			}
-		}
-		fmt.Fprintf(stderr, "check: %s\n", msg)
+		fmt.Fprintf(stderr, "check: %s\n", apiMessage(resp, out.Error))
 		return exitError
 	}
 	c := out.Checks[0]
@@ -113,6 +93,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if c.Shadow && !c.Allowed {
 			fmt.Fprint(stdout, " (shadow policy: it would have denied)")
 		}
+		if c.ReleaseToken != "" {
+			fmt.Fprintf(stdout, "; holds an in-flight slot: sluice release --policy %s --key %q --token %s", c.Policy, c.Key, c.ReleaseToken)
+		}
 		fmt.Fprintln(stdout)
 		return exitAllowed
 	}
@@ -122,14 +105,14 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 
 // unreachable explains a check that got no HTTP answer from server: what was
 // tried and how to point check at a running service.
-func unreachable(server string, err error) string {
+func unreachable(server, path string, err error) string {
 	what := err.Error()
 	if ue, ok := errors.AsType[*url.Error](err); ok {
 		what = ue.Err.Error()
 	}
-	return fmt.Sprintf("check: no answer from the service at %s (POST /v1/check): %s\n"+
+	return fmt.Sprintf("no answer from the service at %s (POST %s): %s\n"+
 		"  Is `sluice serve` running? It listens on --http-addr (default :8080); give that address with\n"+
-		"  --server host:port (default http://127.0.0.1:8080).\n", server, what)
+		"  --server host:port (default http://127.0.0.1:8080).", server, path, what)
 }
 
 // serverURL is the service's base URL from --server: http:// is added to a

@@ -36,6 +36,7 @@ func commands() []command {
 		{"serve", "run the rate limit service: HTTP API and Envoy's rate limit gRPC API", runServe},
 		{"proxy", "run a rate-limiting reverse proxy in front of an HTTP upstream", runProxy},
 		{"check", "ask a running service whether a request is allowed", runCheck},
+		{"release", "give back an in-flight slot a check acquired", runRelease},
 		{"override", "set, list and remove limits set at runtime for a key or a tenant", runOverride},
 		{"bench", "generate load against a rate limiter and report throughput, latency and decisions", runBench},
 		{"validate", "check configuration files and report every problem", runValidate},

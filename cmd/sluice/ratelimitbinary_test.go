@@ -68,8 +68,17 @@ func freePort(t *testing.T) string {
 // returns its log once it serves; it is stopped with SIGINT at cleanup.
 func startWithEnv(t *testing.T, env []string) *syncBuffer {
 	t.Helper()
+	_, logs := startSluice(t, env, "serve")
+	return logs
+}
+
+// startSluice runs the sluice binary with args and env as its whole
+// environment, and returns the process and its log once it serves; it is
+// stopped with SIGINT at cleanup (a test may kill it before).
+func startSluice(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, sluiceBinary(t), "serve")
+	cmd := exec.CommandContext(ctx, sluiceBinary(t), args...)
 	cmd.Env = env
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
@@ -96,9 +105,9 @@ func startWithEnv(t *testing.T, env []string) *syncBuffer {
 	select {
 	case <-serving:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("sluice serve did not start:\n%s", logs.String())
+		t.Fatalf("sluice %s did not start:\n%s", strings.Join(args, " "), logs.String())
 	}
-	return logs
+	return cmd, logs
 }
 
 // TestRatelimitManifestEnvironment: two `sluice serve` processes given only

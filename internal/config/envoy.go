@@ -329,7 +329,7 @@ func (p *fileParser) rateLimit(b block, policyName string, shadow, quota bool) (
 	// request (to ban a value). No algorithm runs: see Policy.DeniesAll.
 	zero := !bad["Limit"] && pol.Limit == 0
 	if f.has("algorithm") {
-		if pol.Algorithm, set = p.algorithm(f, "algorithm"); !set {
+		if pol.Algorithm, set = p.algorithm(f, "algorithm", false); !set {
 			bad["Algorithm"] = true
 		}
 	}

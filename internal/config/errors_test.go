@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice"
 )
 
 // y joins lines into a YAML document: line n of the document is argument n,
@@ -77,9 +79,9 @@ func TestNativeProblems(t *testing.T) {
 		{"field without value", y("policies:", "  - name: a", "    algorithm: gcra", "    limit:", "    period: 1m"),
 			[]string{"4:5 policies[0].limit: required field has no value"}},
 		{"unknown algorithm", y("policies:", "  - {name: a, algorithm: gcar, limit: 5, period: 1s}"),
-			[]string{`2:26 policies[0].algorithm: unknown algorithm "gcar"; want one of fixed_window,`}},
-		{"concurrency not served", y("policies:", "  - {name: a, algorithm: concurrency, limit: 5, period: 1s}"),
-			[]string{`2:26 policies[0].algorithm: algorithm "concurrency" is not served yet (the Go library offers it); want one of fixed_window,`}},
+			[]string{`2:26 policies[0].algorithm: unknown algorithm "gcar"; want one of fixed_window, sliding_log, sliding_window, token_bucket, leaky_bucket, gcra, concurrency`}},
+		{"concurrency not served to Envoy", y("domain: d", "descriptors:", "  - key: k", "    rate_limit: {unit: second, requests_per_unit: 5, algorithm: concurrency}"),
+			[]string{`4:65 descriptors[0].rate_limit.algorithm: algorithm "concurrency" is not served to Envoy: its ShouldRateLimit call has no release`}},
 		{"Validate: limit", y("policies:", "  - name: a", "    algorithm: gcra", "    limit: 0", "    period: 1m"),
 			[]string{"4:12 policies[0].limit: must be at least 1, got 0"}},
 		{"Validate: period", y("policies:", "  - name: a", "    algorithm: gcra", "    limit: 1", "    period: 500us"),
@@ -305,5 +307,15 @@ func TestProblemLimit(t *testing.T) {
 	}
 	if last := e.Problems[maxProblems]; last.Message != "5 more problems not shown" {
 		t.Errorf("last problem = %+v", last)
+	}
+}
+
+// TestConcurrencyPolicy: a native policy may be a concurrency one (in-flight
+// slots, released through the HTTP API or by the proxy), shadow too.
+func TestConcurrencyPolicy(t *testing.T) {
+	cfg := parseAs(t, "t.yaml", y("policies:", "  - {name: a, algorithm: concurrency, limit: 5, period: 30s, shadow: true}"))
+	p := cfg.Policy("a")
+	if p == nil || p.Algorithm != sluice.Concurrency || p.Limit != 5 || !p.Shadow {
+		t.Fatalf("policy: %+v", p)
 	}
 }

@@ -195,7 +195,7 @@ func (p *fileParser) policy(n *yaml.Node, path string) *Policy {
 	}
 	if !p.need(f, "algorithm", "one of "+algorithmNames()) {
 		bad["Algorithm"] = true
-	} else if pol.Algorithm, set = p.algorithm(f, "algorithm"); !set {
+	} else if pol.Algorithm, set = p.algorithm(f, "algorithm", true); !set {
 		bad["Algorithm"] = true
 	}
 	if pol.Limit, set = p.integer(f, "limit"); !p.need(f, "limit", "the number of units admitted per period, such as 100") || !set {

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
 
 // ShareFair is the one value of a policy's share field: its limit is one
 // limit shared among its keys by weighted max-min fairness.
@@ -28,6 +32,9 @@ func (p *fileParser) share(f *fields, pol *Policy) bool {
 			ok = false
 		case v != ShareFair:
 			p.errorf(n, join(f.path, "share"), "must be %q (the limit is shared fairly among the policy's keys), got %q", ShareFair, v)
+			ok = false
+		case pol.Algorithm == sluice.Concurrency:
+			p.errorf(n, join(f.path, "share"), "a concurrency policy limits requests in flight, not a rate to share; remove share")
 			ok = false
 		default:
 			pol.FairShare = true

@@ -40,6 +40,7 @@ func TestShare(t *testing.T) {
 
 func TestShareInvalid(t *testing.T) {
 	for body, want := range map[string]string{
+		"algorithm: concurrency\n    share: fair":                    "a concurrency policy limits requests in flight",
 		"algorithm: gcra\n    share: equal":                          `share: must be "fair"`,
 		"algorithm: gcra\n    share: [fair]":                         "share: must be a string",
 		"algorithm: gcra\n    share_interval: 1s":                    "share_interval: applies only with share: fair",

@@ -73,20 +73,28 @@ func repair(sp *sluice.Policy, goField string) bool {
 	return true
 }
 
-// algorithm reads the algorithm field, which must be set.
-func (p *fileParser) algorithm(f *fields, key string) (sluice.Algorithm, bool) {
+// algorithm reads the algorithm field, which must be set. slots says
+// whether the limit may be a concurrency one: a native policy's, which the
+// HTTP API and the proxy acquire and release; not a limit of an Envoy
+// descriptor, since Envoy's ShouldRateLimit has no call to release a slot.
+func (p *fileParser) algorithm(f *fields, key string, slots bool) (sluice.Algorithm, bool) {
 	s, set := p.str(f, key)
 	if !set {
 		return "", false
 	}
 	a, err := sluice.ParseAlgorithm(s)
 	if err != nil {
-		p.errorf(f.get(key), join(f.path, key), "unknown algorithm %q; want one of %s", s, algorithmNames())
+		names := algorithmNames()
+		if slots {
+			names += ", " + string(sluice.Concurrency)
+		}
+		p.errorf(f.get(key), join(f.path, key), "unknown algorithm %q; want one of %s", s, names)
 		return "", false
 	}
-	if a == sluice.Concurrency {
-		// The library's in-flight limit: the server has no release to offer yet.
-		p.errorf(f.get(key), join(f.path, key), "algorithm %q is not served yet (the Go library offers it); want one of %s", s, algorithmNames())
+	if a == sluice.Concurrency && !slots {
+		p.errorf(f.get(key), join(f.path, key), "algorithm %q is not served to Envoy: its ShouldRateLimit call has no release, so a slot "+
+			"would be held until its lease ends; define the limit under policies: and acquire and release it with the HTTP API "+
+			"(POST /v1/check, POST /v1/release) or the proxy", s)
 		return "", false
 	}
 	return a, true

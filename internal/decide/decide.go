@@ -14,16 +14,23 @@
 //     or when it has quota-mode checks and none has room for its cost (they
 //     are peeked at first). Every other check of a blocked request is only
 //     peeked at, in one store call, for what it reports.
+//
 //   - Otherwise the enforced checks are decided together: one store Decide for
 //     one check, DecideAll for several. When any denies, nothing is consumed.
+//
 //   - Shadow checks never deny. Each is decided on its own after the enforced
 //     ones: charged when the request was admitted, peeked at when it was
 //     denied (a denied request consumes nothing). One over its capacity is
 //     peeked at and would have denied. A store failure of a shadow check
 //     fails nothing: it is returned in Outcome.ShadowErrors.
+//
 //   - When every quota-mode check of an admitted request turns out exhausted
 //     (another request took the last units meanwhile), the request is denied
 //     after all: Outcome.QuotaDenied.
+//
+//   - A check of a Concurrency policy acquires an in-flight slot instead
+//     (see slots.go): the enforced slots first, all or nothing with the
+//     other checks; an admitted request's slots are given back with Release.
 //
 // A store failure of the enforced checks (or of a blocked request's peek) is
 // returned as it is, for the caller to apply its fail policy.
@@ -31,6 +38,7 @@ package decide
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluicehq/sluice"
 )
@@ -70,6 +78,9 @@ type Check struct {
 	// of the request's (a library user's shadow limit may live elsewhere);
 	// nil for every other check.
 	Store sluice.Store
+	// Token, set by Decide, releases the in-flight slot a Concurrency check
+	// holds for an admitted request (see Release); "" for every other check.
+	Token string
 }
 
 // Outcome is what Decide decided for a request.
@@ -114,6 +125,7 @@ func Decide(ctx context.Context, store sluice.Store, checks []Check, results []s
 	for i := range checks {
 		c := &checks[i]
 		c.Flags &^= Exhausted | Failed
+		c.Token = ""
 		all |= c.Flags
 		if c.Flags&Shadow == 0 && (c.Flags&OverCapacity != 0 || c.Flags&Ban != 0 && c.Request.Cost > 0) {
 			blocked = true
@@ -138,35 +150,67 @@ func Decide(ctx context.Context, store sluice.Store, checks []Check, results []s
 	}
 	if allowed && all&Quota != 0 && quotaExhausted(checks) {
 		out.Allowed, out.QuotaDenied = false, true
+		if err := Release(ctx, store, checks); err != nil {
+			return Outcome{}, err
+		}
 	}
 	return out, nil
 }
 
-// decideEnforced decides the enforced checks all or nothing: one Decide for
-// one check (the common case, and the cheaper call), DecideAll otherwise.
-// No enforced check is an admitted request.
+// decideEnforced decides the enforced checks all or nothing: the slots of
+// Concurrency checks first (acquireSlots), then the others with one Decide
+// for one check (the common case, and the cheaper call), DecideAll
+// otherwise, only peeked at when a slot was denied. When anything denies,
+// the slots taken are given back (settleDenied). No enforced check is an
+// admitted request.
 func decideEnforced(ctx context.Context, store sluice.Store, checks []Check, results []sluice.Result) (bool, error) {
+	allowed, slots, err := acquireSlots(ctx, store, checks, results)
+	if err != nil {
+		return false, err
+	}
+	rated, err := decideRates(ctx, store, checks, results, !allowed)
+	if err != nil {
+		return false, errors.Join(err, Release(ctx, store, checks))
+	}
+	allowed = allowed && rated
+	if !allowed && slots {
+		if err := settleDenied(ctx, store, checks, results); err != nil {
+			return false, err
+		}
+	}
+	return allowed, nil
+}
+
+// decideRates decides the enforced checks that are not slots, together;
+// peek only reads them (a slot denied the request).
+func decideRates(ctx context.Context, store sluice.Store, checks []Check, results []sluice.Result, peek bool) (bool, error) {
 	n, last := 0, -1
 	for i := range checks {
-		if checks[i].enforced() {
+		if checks[i].rated() {
 			n, last = n+1, i
 		}
+	}
+	req := func(i int) sluice.Request {
+		if peek {
+			return peekOf(checks[i].Request)
+		}
+		return checks[i].Request
 	}
 	switch n {
 	case 0:
 		return true, nil
 	case 1:
-		r, err := store.Decide(ctx, checks[last].Request)
+		r, err := store.Decide(ctx, req(last))
 		if err != nil {
 			return false, err
 		}
 		results[last] = r
-		return r.Allowed, nil
+		return r.Allowed && !peek, nil
 	}
 	reqs := make([]sluice.Request, 0, n)
 	for i := range checks {
-		if checks[i].enforced() {
-			reqs = append(reqs, checks[i].Request)
+		if checks[i].rated() {
+			reqs = append(reqs, req(i))
 		}
 	}
 	res := results
@@ -176,10 +220,10 @@ func decideEnforced(ctx context.Context, store sluice.Store, checks []Check, res
 	if err := store.DecideAll(ctx, reqs, res); err != nil {
 		return false, err
 	}
-	allowed := true
+	allowed := !peek
 	j := 0
 	for i := range checks {
-		if !checks[i].enforced() {
+		if !checks[i].rated() {
 			continue
 		}
 		results[i] = res[j]
@@ -208,7 +252,7 @@ func decideShadow(ctx context.Context, store sluice.Store, checks []Check, resul
 		if peek {
 			req.Cost = 0
 		}
-		r, err := c.storeOf(store).Decide(ctx, req)
+		r, err := decideOne(ctx, c.storeOf(store), c, req)
 		if err != nil {
 			c.Flags |= Failed
 			results[i] = sluice.Result{}
@@ -232,8 +276,8 @@ func peekAll(ctx context.Context, store sluice.Store, checks []Check, results []
 		c := &checks[i]
 		switch {
 		case c.Flags&Ban != 0:
-		case c.Store != nil:
-			r, err := c.Store.Decide(ctx, peekOf(c.Request))
+		case !c.peekedTogether():
+			r, err := decideOne(ctx, c.storeOf(store), c, peekOf(c.Request))
 			if err != nil {
 				return err
 			}
@@ -283,8 +327,8 @@ func peekAll(ctx context.Context, store sluice.Store, checks []Check, results []
 }
 
 // peekedTogether reports whether a blocked request's peek reads c in its
-// one call: not a ban, nor a check on a store of its own.
-func (c *Check) peekedTogether() bool { return c.Flags&Ban == 0 && c.Store == nil }
+// one call: not a ban, a slot, nor a check on a store of its own.
+func (c *Check) peekedTogether() bool { return c.Flags&Ban == 0 && c.Store == nil && !c.slot() }
 
 func peekOf(req sluice.Request) sluice.Request {
 	req.Cost = 0
@@ -328,7 +372,7 @@ func quotaGone(ctx context.Context, store sluice.Store, checks []Check) bool {
 			return false
 		case c.Flags&(Ban|OverCapacity) != 0:
 		default:
-			r, err := c.storeOf(store).Decide(ctx, peekOf(c.Request))
+			r, err := decideOne(ctx, c.storeOf(store), c, peekOf(c.Request))
 			if err != nil || r.Remaining >= c.Request.Cost {
 				return false
 			}

@@ -88,6 +88,10 @@ type Check struct {
 	// Flags say how the check applies (set by Decide from the policy and
 	// the Request) and, after Decide, whether it was Exhausted.
 	Flags decide.Flags
+	// Token, set by Decide, releases the in-flight slot a check of a
+	// concurrency policy holds for an admitted request (Release); "" for
+	// every other check.
+	Token string
 	// weight is the key's weight under a fair-share policy, set with Limit.
 	weight float64
 }
@@ -218,7 +222,7 @@ func (e *Engine) decide(ctx context.Context, r *Request) (decide.Outcome, error)
 		mergeTotals(r, checks, results)
 	}
 	for i := range r.Checks {
-		r.Checks[i].Flags = checks[i].Flags
+		r.Checks[i].Flags, r.Checks[i].Token = checks[i].Flags, checks[i].Token
 	}
 	return out, err
 }

@@ -126,7 +126,7 @@ func validate(checks []Check) error {
 		if c.Flags&(decide.Ban|decide.OverCapacity) != 0 {
 			req.Cost = 0
 		}
-		if err := sluice.CheckRequest(req); err != nil {
+		if err := decide.CheckRequest(req); err != nil {
 			return &CheckError{Index: i, Policy: c.Policy.Name, Err: err}
 		}
 		if fairKey(c) {

@@ -53,6 +53,9 @@ type resultJSON struct {
 	// Degraded: the store could not decide and the fail policy did (see
 	// failover): the limit was not enforced on the shared count.
 	Degraded bool `json:"degraded,omitempty"`
+	// ReleaseToken gives back the in-flight slot an admitted check of a
+	// concurrency policy holds (POST /v1/release).
+	ReleaseToken string `json:"release_token,omitempty"`
 }
 
 // checkResponse is the body of a decision: allowed tells the request's fate;
@@ -142,15 +145,8 @@ func jsonMessage(err error) string {
 func (a *api) check(w http.ResponseWriter, r *http.Request) {
 	// The body is read as JSON whatever its Content-Type says: curl -d sends
 	// application/x-www-form-urlencoded, and refusing that helps nobody.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, &apiError{Code: "body_too_large",
-				Message: fmt.Sprintf("the body is over %d bytes", a.maxBody)})
-			return
-		}
-		writeError(w, http.StatusBadRequest, &apiError{Code: "unreadable_body", Message: err.Error()})
+	body, ok := a.readBody(w, r)
+	if !ok {
 		return
 	}
 	checks, status, apiErr := decodeCheckRequest(body, a.svc.Config(), a.maxChecks)
@@ -174,7 +170,7 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 		res := results[i]
 		resp.Checks[i] = resultJSON{Policy: c.Policy.Name, Key: c.Key, Allowed: res.Allowed, Shadow: c.Policy.Shadow,
 			Limit: res.Limit, Remaining: res.Remaining, RetryAfterMS: ceilMS(res.RetryAfter),
-			ResetAfterMS: ceilMS(res.ResetAfter), DelayMS: ceilMS(res.Delay), Degraded: res.Degraded}
+			ResetAfterMS: ceilMS(res.ResetAfter), DelayMS: ceilMS(res.Delay), Degraded: res.Degraded, ReleaseToken: c.Token}
 		if c.Policy.Shadow {
 			continue // never enforced, so not advertised to the client
 		}
@@ -190,6 +186,22 @@ func (a *api) check(w http.ResponseWriter, r *http.Request) {
 	}
 	httplimit.SetHeaders(w.Header(), quotas, retry)
 	writeJSON(w, status, resp)
+}
+
+// readBody reads r's body within its bound, or answers why it cannot.
+func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, &apiError{Code: "body_too_large",
+				Message: fmt.Sprintf("the body is over %d bytes", a.maxBody)})
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, &apiError{Code: "unreadable_body", Message: err.Error()})
+		return nil, false
+	}
+	return body, true
 }
 
 func (a *api) writeDecideError(w http.ResponseWriter, err error, batch bool) {

@@ -100,3 +100,40 @@ func laxChecks(t *testing.T, body []byte) []laxCheck {
 	}
 	return []laxCheck{req.laxCheck}
 }
+
+// FuzzDecodeReleaseRequest: no body makes the release decoder panic; every
+// body it accepts names a concurrency policy that exists, a key a store
+// accepts and a token no longer than a store gives; every refusal is a 4xx
+// with a code and a message.
+func FuzzDecodeReleaseRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"policy":"c","key":"alice","release_token":"0123456789abcdef0123456789abcdef"}`,
+		`{"policy":"c","key":"alice","release_token":"local:0123456789abcdef0123456789abcdef"}`,
+		`{"policy":"c","key":"alice","release_token":"local:0123456789abcdef0123456789abcdef0"}`,
+		`{"policy":"p","key":"alice","release_token":"ab"}`, `{"policy":"c","key":"","release_token":"ab"}`,
+		`{"policy":"c","key":"a","release_token":"AB"}`, `{"policy":"c","key":"a","plan":"pro","release_token":"ab"}`,
+		`{"policy":"c","key":"a","release_token":"ab","release_token":"cd"}`, `{"policy":"c","key":"a","release_token":null}`,
+		`[]`, `null`, ``, `{"policy":"c","key":"\ud83d","release_token":"ab"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	cfg := &config.Config{Policies: map[string]*config.Policy{
+		"p": {Policy: sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 5, Period: time.Second}},
+		"c": {Policy: sluice.Policy{Name: "c", Algorithm: sluice.Concurrency, Limit: 5, Period: time.Second}},
+	}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, p, status, apiErr := decodeReleaseRequest(body, cfg)
+		if apiErr != nil {
+			if status < 400 || status > 499 || apiErr.Code == "" || apiErr.Message == "" || req != nil || p != nil {
+				t.Fatalf("refusal %d %+v", status, apiErr)
+			}
+			return
+		}
+		if p == nil || cfg.Policies[req.Policy] != p || p.Algorithm != sluice.Concurrency {
+			t.Fatalf("accepted policy %q", req.Policy)
+		}
+		if req.Key == "" || len(req.Key) > sluice.MaxKeyLen || req.ReleaseToken == "" || len(req.ReleaseToken) > 38 || !utf8.ValidString(req.Key) {
+			t.Fatalf("accepted %+v", req)
+		}
+	})
+}

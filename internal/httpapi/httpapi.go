@@ -1,6 +1,7 @@
 // Package httpapi is the HTTP front end of `sluice serve`:
 //
 //	POST /v1/check          decide one check or several, all or nothing
+//	POST /v1/release        give back an in-flight slot a check acquired
 //	GET  /v1/policies       the policies in force
 //	POST /v1/admin/reset    forget a key's state (needs the admin bearer token;
 //	                        absent when no token is configured; Admin serves
@@ -98,6 +99,7 @@ func New(svc *service.Service, opts ...Option) http.Handler {
 	a := newAPI(svc, opts)
 	r := newRoutes()
 	r.handle("POST", "/v1/check", svc.Tracer().HTTP("POST", "/v1/check", http.HandlerFunc(a.check)))
+	r.handle("POST", "/v1/release", svc.Tracer().HTTP("POST", "/v1/release", http.HandlerFunc(a.release)))
 	r.handle("GET", "/v1/policies", http.HandlerFunc(a.policies))
 	a.admin(r)
 	for _, rt := range a.routes {

@@ -74,6 +74,28 @@ type Decision struct {
 	// Delay, when allowed, is how long the request waits before it goes on:
 	// the longest leaky-bucket Delay, at most MaxDelay.
 	Delay time.Duration
+
+	// held are the checks of an admitted request that hold in-flight slots
+	// (concurrency limits), on store; Release gives them back.
+	held  []decide.Check
+	store sluice.Store
+}
+
+// Holds reports whether the request holds in-flight slots, which Release
+// must give back when it ends.
+func (d *Decision) Holds() bool { return len(d.held) > 0 }
+
+// Release gives back the in-flight slots the request holds, once; a slot
+// whose release fails returns when its lease ends. The caller's context
+// may have ended with the request (a client gone): the release is made
+// anyway.
+func (d *Decision) Release(ctx context.Context) error {
+	held := d.held
+	d.held = nil
+	if len(held) == 0 {
+		return nil
+	}
+	return decide.Release(context.WithoutCancel(ctx), d.store, held)
 }
 
 // Decide decides the limits that have a key for r with package decide: the
@@ -98,8 +120,8 @@ func (c *Core[R]) Decide(ctx context.Context, r R, cost int64) (Decision, error)
 		if err != nil {
 			return Decision{}, err
 		}
-		req := sluice.Request{Policy: pol, Key: key, Cost: cost}
-		if err := sluice.CheckRequest(req); err != nil {
+		req := sluice.Request{Policy: pol, Key: key, Cost: costOf(pol, cost)}
+		if err := decide.CheckRequest(req); err != nil {
 			return Decision{}, fmt.Errorf("check %d (policy %q): %w", len(checks), pol.Name, err)
 		}
 		if store == nil {
@@ -131,7 +153,12 @@ func (c *Core[R]) Decide(ctx context.Context, r R, cost int64) (Decision, error)
 	if err != nil {
 		return Decision{}, err
 	}
-	d := Decision{Allowed: out.Allowed, Quotas: make([]Quota, enforced)}
+	d := Decision{Allowed: out.Allowed, Quotas: make([]Quota, enforced), store: store}
+	for _, ch := range checks {
+		if ch.Token != "" {
+			d.held = append(d.held, ch)
+		}
+	}
 	for i := range enforced {
 		d.Quotas[i] = Quota{Policy: policies[i], Result: results[i]}
 		if checks[i].Flags&decide.Exhausted != 0 {
@@ -147,7 +174,7 @@ func (c *Core[R]) Decide(ctx context.Context, r R, cost int64) (Decision, error)
 		}
 	}
 	if enforced == 0 {
-		return Decision{Allowed: true}, nil
+		return Decision{Allowed: true, held: d.held, store: store}, nil
 	}
 	if !d.Allowed {
 		// Every result of a denied batch carries the batch's RetryAfter.
@@ -162,6 +189,16 @@ func (c *Core[R]) Decide(ctx context.Context, r R, cost int64) (Decision, error)
 	}
 	d.Delay = min(d.Delay, c.MaxDelay)
 	return d, nil
+}
+
+// costOf is what a request of cost asks of pol: one slot of a concurrency
+// limit, whatever the request's cost (0, a peek, too: a request that goes
+// on holds a slot).
+func costOf(pol *sluice.Policy, cost int64) int64 {
+	if pol.Algorithm == sluice.Concurrency {
+		return 1
+	}
+	return cost
 }
 
 // shadowCheck is the check of shadow limit l for r, decided on its
@@ -180,12 +217,12 @@ func (c *Core[R]) shadowCheck(ctx context.Context, l *Limit[R], r R, cost int64)
 	}
 	ch := decide.Check{Flags: decide.Shadow}
 	if err == nil {
-		ch.Request = sluice.Request{Policy: pol, Key: key, Cost: cost}
+		ch.Request = sluice.Request{Policy: pol, Key: key, Cost: costOf(pol, cost)}
 		ch.Store = lim.Store()
-		if cost > pol.Capacity() {
+		if ch.Request.Cost > pol.Capacity() {
 			ch.Flags |= decide.OverCapacity
 		} else {
-			err = sluice.CheckRequest(ch.Request)
+			err = decide.CheckRequest(ch.Request)
 		}
 	}
 	if err != nil {
@@ -222,6 +259,15 @@ func (c *Core[R]) keyFor(l *Limit[R], r R) (string, error) {
 		return "", fmt.Errorf("%s: %s of limit %q: %w", c.pkg, ke.Which, l.Policy.Name, ke.Err)
 	}
 	return k, nil
+}
+
+// Release gives back the in-flight slots of d's request, which has ended
+// (its handler returned or panicked, or its client went away); a failure is
+// logged: those slots return when their lease ends.
+func (c *Core[R]) Release(ctx context.Context, d *Decision) {
+	if err := d.Release(ctx); err != nil {
+		c.Logger.WarnContext(ctx, c.pkg+": releasing in-flight slots failed; they return when their lease ends", "err", err)
+	}
 }
 
 // PolicyField returns the RateLimit-Policy value of quotas, a decision's.

@@ -37,6 +37,16 @@ type Target interface {
 // HotKey is the key a Hot share of the calls go to.
 const HotKey = "hot"
 
+// Key distributions (Options.Dist).
+const (
+	Uniform = "uniform"
+	Zipf    = "zipf"
+)
+
+// DefaultZipfS is the Zipf exponent a Zipf run takes unless told: with 10,000
+// keys the first takes about 15% of the calls, the first ten about half.
+const DefaultZipfS = 1.1
+
 // Histogram bounds: latencies are recorded in microseconds from 1µs to 60s
 // with 3 significant figures; anything outside is clamped into range rather
 // than dropped, so every call counts in the percentiles.
@@ -59,9 +69,15 @@ type Options struct {
 	// Requests caps the number of calls started; 0 means no cap. With neither
 	// Duration nor Requests the run lasts until ctx ends.
 	Requests int64
-	// Keys is the number of distinct keys, "k0" to "k{Keys-1}", chosen
-	// uniformly at random. 0 means 10000.
+	// Keys is the number of distinct keys, "k0" to "k{Keys-1}", chosen at
+	// random as Dist says. 0 means 10000.
 	Keys int
+	// Dist is how keys are chosen: Uniform (the default, ""), or Zipf —
+	// key "k{i}" with probability proportional to 1/(i+1)^ZipfS, so a few
+	// keys take most of the calls, as real clients and paths do.
+	Dist string
+	// ZipfS is Zipf's exponent s, above 1 (0 means DefaultZipfS).
+	ZipfS float64
 	// Hot is the share of calls (0 to 1) that go to HotKey instead, to load
 	// one counter the way a popular client or an attack does.
 	Hot float64
@@ -144,6 +160,11 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		hists[w] = hist
 		c := &counts[w]
 		rng := rand.New(rand.NewPCG(seed, uint64(w)))
+		pick := func() int { return rng.IntN(len(keys)) }
+		if opts.Dist == Zipf {
+			z := rand.NewZipf(rng, opts.ZipfS, 1, uint64(len(keys)-1))
+			pick = func() int { return int(z.Uint64()) }
+		}
 		workers.Go(func() {
 			for !stop.Load() {
 				if opts.Requests > 0 && started.Add(1) > opts.Requests {
@@ -152,7 +173,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 				}
 				key := HotKey
 				if opts.Hot == 0 || rng.Float64() >= opts.Hot {
-					key = keys[rng.IntN(len(keys))]
+					key = keys[pick()]
 				}
 				t0 := time.Now()
 				allowed, err := opts.Target.Call(ctx, key)
@@ -265,6 +286,12 @@ func (o *Options) normalize() error {
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = time.Second
 	}
+	if o.Dist == "" {
+		o.Dist = Uniform
+	}
+	if o.ZipfS == 0 {
+		o.ZipfS = DefaultZipfS
+	}
 	switch {
 	case o.Concurrency < 0:
 		return fmt.Errorf("loadgen: concurrency must be at least 1, got %d", o.Concurrency)
@@ -272,6 +299,10 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("loadgen: keys must be at least 1, got %d", o.Keys)
 	case !(o.Hot >= 0 && o.Hot <= 1): // also rejects NaN
 		return fmt.Errorf("loadgen: hot must be between 0 and 1, got %v", o.Hot)
+	case o.Dist != Uniform && o.Dist != Zipf:
+		return fmt.Errorf("loadgen: keys distribution must be %s or %s, got %q", Uniform, Zipf, o.Dist)
+	case !(o.ZipfS > 1 && o.ZipfS <= 100): // also rejects NaN
+		return fmt.Errorf("loadgen: the Zipf exponent must be above 1 (and at most 100), got %v", o.ZipfS)
 	case o.Duration < 0:
 		return fmt.Errorf("loadgen: duration must not be negative, got %v", o.Duration)
 	case o.Requests < 0:

@@ -212,10 +212,41 @@ func TestRunKeyChoice(t *testing.T) {
 	}
 }
 
+// TestRunZipf: with --keys-dist zipf the first keys take most calls, in
+// Zipf's proportions, and every call still goes to one of the keys.
+func TestRunZipf(t *testing.T) {
+	tg := &keyTarget{seen: map[string]int{}}
+	const calls = 40000
+	if _, err := Run(t.Context(), Options{Target: tg, Concurrency: 4, Keys: 10000, Dist: Zipf, Requests: calls, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// P(k0) = 1/H(10000, 1.1) ≈ 0.152, P(k9) = P(k0)/10^1.1 ≈ 0.012.
+	for _, c := range []struct {
+		key    string
+		lo, hi int
+	}{{"k0", 5600, 6600}, {"k9", 370, 610}} {
+		if n := tg.seen[c.key]; n < c.lo || n > c.hi {
+			t.Errorf("%s got %d of %d calls, want %d to %d", c.key, n, calls, c.lo, c.hi)
+		}
+	}
+	var total int
+	for k, n := range tg.seen {
+		if !strings.HasPrefix(k, "k") {
+			t.Errorf("a call on %q", k)
+		}
+		total += n
+	}
+	if total != calls || len(tg.seen) > 9000 {
+		t.Errorf("%d calls on %d keys, want %d calls on far fewer than 10,000 keys", total, len(tg.seen), calls)
+	}
+}
+
 func TestRunRejectsBadOptions(t *testing.T) {
 	for _, o := range []Options{
 		{},
 		{Target: &countTarget{}, Hot: 1.5},
+		{Target: &countTarget{}, Dist: "pareto"},
+		{Target: &countTarget{}, Dist: Zipf, ZipfS: 1},
 		{Target: &countTarget{}, Concurrency: -1},
 		{Target: &countTarget{}, Requests: -1},
 	} {

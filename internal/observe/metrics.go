@@ -41,6 +41,7 @@ type Observer struct {
 	storeCalls  prometheus.Histogram
 	reloads     *prometheus.CounterVec
 	degraded    *prometheus.CounterVec
+	releases    *prometheus.CounterVec
 
 	log    *slog.Logger
 	tracer *tracing.Tracer // nil: off
@@ -96,6 +97,7 @@ func New(version string, log *slog.Logger, tracer *tracing.Tracer) *Observer {
 			Name: "sluice_store_degraded_decisions_total",
 			Help: "Requests decided by the fail policy (store.on_error) because the store could not decide them: open admitted them uncounted, closed denied them, local decided them on the in-process store.",
 		}, []string{"on_error"}),
+		releases: newReleases(),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_build_info",
@@ -107,7 +109,7 @@ func New(version string, log *slog.Logger, tracer *tracing.Tracer) *Observer {
 	for _, c := range storeCauses {
 		o.storeErrors.WithLabelValues(c)
 	}
-	o.registry.MustRegister(o.decisions, o.duration, o.storeErrors, o.reloads, o.degraded, build,
+	o.registry.MustRegister(o.decisions, o.duration, o.storeErrors, o.reloads, o.degraded, o.releases, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	o.current.Store(&snapshot{})
 	return o

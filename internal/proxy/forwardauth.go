@@ -55,11 +55,11 @@ const ProblemBadForwardAuth = "tag:sluicehq.github.io,2026:bad-forward-auth-requ
 // otherwise every request counts as the gateway's.
 func ForwardAuth(svc *service.Service, opts ...Option) (http.Handler, error) {
 	o := newOptions(svc, opts)
-	std, err := newHandler(svc, http.HandlerFunc(allow), httplimit.WriteDenial, o.logger)
+	std, err := newHandler(svc, http.HandlerFunc(allow), httplimit.WriteDenial, o.logger, false)
 	if err != nil {
 		return nil, err
 	}
-	nginx, err := newHandler(svc, http.HandlerFunc(allow), denyNginx, o.logger)
+	nginx, err := newHandler(svc, http.HandlerFunc(allow), denyNginx, o.logger, false)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/decide"
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/limitcore"
@@ -23,19 +24,33 @@ type handler struct {
 	next http.Handler
 	deny httplimit.DenyHandler // the answer to a denial, after its fields are set
 	log  *slog.Logger
+	// holdsSlots: next ends with the request, so an in-flight slot can be
+	// held until it does (the reverse proxy); forward-auth answers before
+	// the gateway's request even starts, so it refuses concurrency limits.
+	holdsSlots bool
 
 	mu    sync.Mutex // orders rebuilds
 	built atomic.Pointer[routes]
 }
 
-func newHandler(svc *service.Service, next http.Handler, deny httplimit.DenyHandler, log *slog.Logger) (*handler, error) {
-	rs, err := buildRoutes(svc.Config())
+func newHandler(svc *service.Service, next http.Handler, deny httplimit.DenyHandler, log *slog.Logger, holdsSlots bool) (*handler, error) {
+	h := &handler{svc: svc, next: next, deny: deny, log: log, holdsSlots: holdsSlots}
+	rs, err := h.build(svc.Config())
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{svc: svc, next: next, deny: deny, log: log}
 	h.built.Store(rs)
 	return h, nil
+}
+
+// build builds cfg's routes, refusing concurrency limits unless h holds
+// slots.
+func (h *handler) build(cfg *config.Config) (*routes, error) {
+	rs, err := buildRoutes(cfg)
+	if err == nil && !h.holdsSlots {
+		err = refuseSlots(rs)
+	}
+	return rs, err
 }
 
 // routes returns the routes of the configuration in force, rebuilt after
@@ -53,7 +68,7 @@ func (h *handler) routes() *routes {
 	if old.cfg == cfg {
 		return old
 	}
-	rs, err := buildRoutes(cfg)
+	rs, err := h.build(cfg)
 	if err != nil {
 		h.log.Error("the proxy's routes cannot be built from the configuration in force; the previous routes stay", "error", err)
 		kept := *old
@@ -102,6 +117,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Cache-Control", "no-store")
 		h.deny(w, r, d.Denial)
 		return
+	}
+	if h.holdsSlots {
+		// The slots are held until the upstream's answer is copied, or the
+		// client goes, or the copy panics.
+		defer h.release(r, checks)
 	}
 	httplimit.SetHeaders(w.Header(), d.Quotas, 0)
 	if d.delay > 0 && limitcore.Wait(r.Context(), d.delay) != nil {

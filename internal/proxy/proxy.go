@@ -44,7 +44,7 @@ func New(svc *service.Service, upstream *url.URL, opts ...Option) (http.Handler,
 	if o.transport == nil {
 		o.transport = NewTransport()
 	}
-	h, err := newHandler(svc, newReverseProxy(upstream, o.transport, o.logger), httplimit.WriteDenial, o.logger)
+	h, err := newHandler(svc, newReverseProxy(upstream, o.transport, o.logger), httplimit.WriteDenial, o.logger, true)
 	if err != nil {
 		return nil, err
 	}

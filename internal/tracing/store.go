@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -95,4 +96,47 @@ func policyName(p *sluice.Policy) string {
 		return ""
 	}
 	return p.Name
+}
+
+// Store names of the slot spans.
+const (
+	SpanAcquireSlot = "sluice.store/AcquireSlot"
+	SpanReleaseSlot = "sluice.store/ReleaseSlot"
+)
+
+// AcquireSlot implements sluice.SlotStore when the store under s does.
+func (s *Store) AcquireSlot(ctx context.Context, req sluice.Request) (sluice.Result, string, error) {
+	inner, ok := s.inner.(sluice.SlotStore)
+	if !ok {
+		return sluice.Result{}, "", fmt.Errorf("tracing: the store (%T) holds no in-flight slots", s.inner)
+	}
+	ctx, span := s.t.tracer.Start(ctx, SpanAcquireSlot, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attribute.Int64("sluice.cost", req.Cost)))
+	defer span.End()
+	r, token, err := inner.AcquireSlot(ctx, req)
+	if span.IsRecording() {
+		d := Decision{Policies: []string{policyName(req.Policy)}, Allowed: r.Allowed, Err: err}
+		if s.t.keys {
+			d.Keys = []string{req.Key}
+		}
+		s.note(span, &d, r.Degraded)
+	}
+	return r, token, err
+}
+
+// ReleaseSlot implements sluice.SlotStore when the store under s does.
+func (s *Store) ReleaseSlot(ctx context.Context, p *sluice.Policy, key, token string) (bool, error) {
+	inner, ok := s.inner.(sluice.SlotStore)
+	if !ok {
+		return false, fmt.Errorf("tracing: the store (%T) holds no in-flight slots", s.inner)
+	}
+	ctx, span := s.t.tracer.Start(ctx, SpanReleaseSlot, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attribute.String("sluice.policy", policyName(p))))
+	defer span.End()
+	held, err := inner.ReleaseSlot(ctx, p, key, token)
+	if err != nil {
+		span.RecordError(err)
+	}
+	span.SetAttributes(attribute.Bool("sluice.released", held))
+	return held, err
 }

@@ -71,13 +71,25 @@ end
 --                                cost n: one argument less for the most
 --                                common run;
 --   c, n1..nc                    the same with the previous record's policy;
+--   [code, P, L, C, T,] 'm', k, n
+--                                k lone requests of cost n, one on each of
+--                                the next k keys, under that policy (or the
+--                                previous record's): the most common batch,
+--                                many keys asked for once, in three
+--                                arguments instead of one per key;
 --   'a', k, then k times code, P, L, C, T, n
---                                all or nothing over k keys, as DecideAll.
+--                                all or nothing over k keys, as DecideAll;
+--   'v', code, P, L, C, T, n, m  a reservation of n to m units (reserve.lua),
+--                                replying granted, remaining, retry_after,
+--                                reset_after, delay, ref1, ref2;
+--   'r', code, P, L, C, T, n, ref1, ref2
+--                                a refund of n units admitted with ref1,
+--                                ref2 (main.lua's mode 'r'), replying nothing.
 -- A run of several requests on one key reads its string state once and
 -- writes it once, after the last (HOLD; the sliding log's list excepted); the
 -- string states of all the keys are read with one MGET first.
--- Reply: allowed, remaining, retry_after, reset_after, delay per request, in
--- order, as packed doubles.
+-- Reply: allowed, remaining, retry_after, reset_after, delay per request (a
+-- reservation's seven, a refund's none), in order, as packed doubles.
 local function decide_batch(keys, argv)
   init(argv[1])
   if #keys > 1 and #keys <= 128 then -- a large DecideAll set alone reads key by key
@@ -91,6 +103,28 @@ local function decide_batch(keys, argv)
       local k = tonumber(argv[i + 1])
       all_or_nothing(keys, ki, k, argv, i + 2, out, o)
       ki, i, o = ki + k, i + 2 + 6 * k, o + 5 * k
+    elseif tok == 'v' then
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = reserve_held(ALG[argv[i + 1]], keys[ki], argv, i + 2)
+      ki, i, o = ki + 1, i + 8, o + 7
+    elseif tok == 'r' then
+      ALG[argv[i + 1]].refund(keys[ki], tonumber(argv[i + 2]), tonumber(argv[i + 3]), tonumber(argv[i + 4]), tonumber(argv[i + 5]),
+        tonumber(argv[i + 6]), tonumber(argv[i + 7]), tonumber(argv[i + 8]), NOW)
+      ki, i = ki + 1, i + 9
+    elseif tok == 'm' then
+      local n = tonumber(argv[i + 2])
+      for _ = 1, tonumber(argv[i + 1]) do
+        local key = keys[ki]
+        local allowed, remaining, retry, reset, delay, w, reset_at = alg.decide(key, P, L, C, T, n, NOW)
+        if w then
+          alg.commit(key, w, reset_at)
+        end
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed and 1 or 0, remaining, retry, reset, delay
+        ki, o = ki + 1, o + 5
+      end
+      i = i + 3
+    elseif ALG[tok] and argv[i + 5] == 'm' then -- a policy for the 'm' record after it
+      alg, P, L, C, T = ALG[tok], tonumber(argv[i + 1]), tonumber(argv[i + 2]), tonumber(argv[i + 3]), tonumber(argv[i + 4])
+      i = i + 5
     else
       local c = tonumber(tok)
       if not c then

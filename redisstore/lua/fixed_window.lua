@@ -39,7 +39,7 @@ ALG.fw = {
     end
     cnt = cnt - n
     if cnt <= 0 or start + P <= now then
-      redis.call('DEL', key)
+      del(key)
     else
       put(key, enc2(last, cnt), start + P)
     end

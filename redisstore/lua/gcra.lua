@@ -63,7 +63,7 @@ local function gcra_refund(key, P, L, C, T, n, tat1, t0, now)
   end
   tat = tat - back
   if tat <= now then
-    redis.call('DEL', key)
+    del(key)
   else
     put(key, enc2(tat, tol), tat)
   end

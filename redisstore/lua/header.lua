@@ -98,9 +98,24 @@ local function expiry(reset_at)
   return tdiv(t + 999, 1000) - 1
 end
 
+-- EXP_MS and EXP_ARG hold the last expiry as a number and as the text given
+-- to Redis: a number argument is formatted by Redis with %.17g, which costs
+-- more than a SET's own work, while the keys of a batch mostly expire in the
+-- same millisecond (a window's end; a bucket far from its limit).
+local EXP_MS, EXP_ARG = 0, '0'
+
+-- expiry_arg is expiry(reset_at) as the text of an integer.
+local function expiry_arg(reset_at)
+  local ms = expiry(reset_at)
+  if ms ~= EXP_MS then
+    EXP_MS, EXP_ARG = ms, string.format('%d', ms)
+  end
+  return EXP_ARG
+end
+
 -- keep sets key to expire once its state is initial.
 local function keep(key, reset_at)
-  redis.call('PEXPIREAT', key, expiry(reset_at))
+  redis.call('PEXPIREAT', key, expiry_arg(reset_at))
 end
 
 -- put stores a string state with its expiry: one SET with PXAT (Redis 6.2+)
@@ -115,7 +130,7 @@ local function put(key, value, reset_at)
     FETCHED[key] = nil
   end
   if PXAT then
-    redis.call('SET', key, value, 'PXAT', expiry(reset_at))
+    redis.call('SET', key, value, 'PXAT', expiry_arg(reset_at))
   else
     redis.call('SET', key, value)
     keep(key, reset_at)
@@ -144,6 +159,14 @@ local function read(key)
     HELD, HELD_VAL = true, v
   end
   return v
+end
+
+-- del deletes key; a batch reading it again finds it missing.
+local function del(key)
+  if FETCHED then
+    FETCHED[key] = false
+  end
+  redis.call('DEL', key)
 end
 
 -- prefetch reads the values of keys with one MGET, for read.

@@ -20,26 +20,21 @@ local function reserve_at(alg, key, argv, b)
   return grant, remaining, retry, reset, delay, r1 or 0, r2 or 0
 end
 
--- reserve_one: one reservation on keys[1] with the algorithm alg.
--- argv: now ('' = server TIME), 'v', P, L, C, T, n, m.
--- Reply: {granted, remaining, retry_after, reset_after, delay, ref1, ref2}.
-local function reserve_one(alg, keys, argv)
-  init(argv[1])
-  return { reserve_at(alg, keys[1], argv, 3) }
+-- reserve_held is reserve_at reading and writing key once (HOLD): the
+-- peek and the admission share one read, and a write follows only a grant.
+local function reserve_held(alg, key, argv, b)
+  HOLD = true
+  local g, remaining, retry, reset, delay, r1, r2 = reserve_at(alg, key, argv, b)
+  release(key)
+  return g, remaining, retry, reset, delay, r1, r2
 end
 
--- reserve_batch: the reservations queued for one node while its previous
--- reservation call was in flight (coalesce.go), at one instant, in order:
--- each is decided exactly as reserve_one decides it alone at that instant
--- after the ones before it. argv: now ('' = server TIME), then per key of
--- keys: code, P, L, C, T, n, m. Reply: reserve_one's seven integers per
--- reservation, in order.
-local function reserve_batch(keys, argv)
+-- reserve_one: one reservation on keys[1] with the algorithm alg.
+-- argv: now ('' = server TIME), 'v', P, L, C, T, n, m.
+-- Reply: granted, remaining, retry_after, reset_after, delay, ref1, ref2 as
+-- seven packed doubles. Reservations queued behind a call go in decide_batch
+-- (batch.lua), with the decisions.
+local function reserve_one(alg, keys, argv)
   init(argv[1])
-  local out = {}
-  for i = 1, #keys do
-    local a, o = 2 + (i - 1) * 7, (i - 1) * 7
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = reserve_at(ALG[argv[a]], keys[i], argv, a + 1)
-  end
-  return out
+  return struct.pack('<ddddddd', reserve_held(alg, keys[1], argv, 3))
 end

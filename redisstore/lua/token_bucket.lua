@@ -46,7 +46,7 @@ ALG.tb = {
       left = missing - (now - last)
     end
     if left <= 0 then
-      redis.call('DEL', key)
+      del(key)
     else
       put(key, enc2(last, missing), last + missing)
     end
