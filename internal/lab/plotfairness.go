@@ -2,7 +2,6 @@ package lab
 
 import (
 	"fmt"
-	"strings"
 
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -39,18 +38,8 @@ func (r *Report) fairnessFigure() (*figure, error) {
 		f.addLegend(seriesFairShare, string(seriesFairShare), l.Color, l)
 	}
 	categories(p, names...)
-	over := f.newPanel("most admitted in one window ÷ L", "design", "admitted ÷ L", barsWidth(len(r.Rows)))
-	variants := make([]string, len(r.Rows))
-	highest := 0.0
-	for i, row := range r.Rows {
-		variants[i] = strings.Replace(row.Variant, ": ", ":\n", 1)
-		highest = max(highest, row.Overshoot)
-		text := fmt.Sprintf("%.3f\n%d of %d", row.Overshoot, row.MaxInSpan, row.Bound)
-		if _, err := f.addBars(over, float64(i), 0.6, []barSpec{{series: seriesOf(r.Scenario, row), legend: row.Variant, value: row.Overshoot, text: text}}); err != nil {
-			return nil, err
-		}
+	if err := f.overshootBars(f.newPanel("most admitted in one window ÷ L", "design", "admitted ÷ L", barsWidth(len(r.Rows))), r); err != nil {
+		return nil, err
 	}
-	categories(over, variants...)
-	f.ratioAxis(over, highest)
 	return f, nil
 }
