@@ -72,6 +72,7 @@ type Store struct {
 	demoted       atomic.Uint64
 	folded        atomic.Uint64
 	pressure      pressure
+	boards        boards
 	// compactFirst (set by tests only) keeps every new state the compact part
 	// holds exactly there, so that the conformance suite runs through it.
 	compactFirst bool

@@ -38,6 +38,8 @@ var (
 	luaReset string
 	//go:embed lua/slots.lua
 	luaSlots string
+	//go:embed lua/board.lua
+	luaBoard string
 )
 
 // Script is one of this package's Lua programs, as a Runner sees it. On a
@@ -84,7 +86,7 @@ type lib struct{ name, src string }
 // algorithm (the leaky bucket's file needs GCRA's), then the entry points.
 func body() []string {
 	files := []string{luaHeader, luaFixedWindow, luaSlidingWindow, luaSlidingLog,
-		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaReserve, luaBatch, luaReset, luaSlots}
+		luaTokenBucket, luaGCRA, luaLeakyBucket, luaMain, luaReserve, luaBatch, luaReset, luaSlots, luaBoard}
 	return append(files, chargeFiles()...)
 }
 
@@ -118,6 +120,10 @@ func (e entry) call(keys, argv string) string {
 		return "acquire_slot(" + keys + ", " + argv + ")"
 	case "release":
 		return "release_slot(" + keys + ", " + argv + ")"
+	case "board_post":
+		return "board_post(" + keys + ", " + argv + ")"
+	case "board_read":
+		return "board_read(" + keys + ", " + argv + ")"
 	}
 	if alg, ok := strings.CutSuffix(e.code, chargeSuffix); ok {
 		return "charge_one(ALG." + alg + ", " + keys + ", " + argv + ")"
@@ -153,7 +159,9 @@ func allScripts() []entry {
 	es = append(es, entry{name: "batch", code: "batch", files: append(every[:len(every):len(every)], luaReserve, luaBatch)},
 		entry{name: "reset", code: "reset", files: []string{luaReset}},
 		entry{name: "acquire", code: "acquire", files: []string{luaHeader, luaSlots}},
-		entry{name: "release", code: "release", files: []string{luaHeader, luaSlots}})
+		entry{name: "release", code: "release", files: []string{luaHeader, luaSlots}},
+		entry{name: "board_post", code: "board_post", files: []string{luaBoard}},
+		entry{name: "board_read", code: "board_read", files: []string{luaBoard}})
 	return append(es, chargeEntries()...)
 }
 

@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, open) })
+	t.Run("Board", func(t *testing.T) { RunBoard(t, open) })
 	t.Run("ChangeVectors", func(t *testing.T) { testChangeVectors(t, open) })
 	t.Run("ChangeReference", func(t *testing.T) { testChangeReference(t, open) })
 	t.Run("ChargeVectors", func(t *testing.T) { testChargeVectors(t, open) })

@@ -1,7 +1,7 @@
 // Command sluice-lab reproduces the ways a distributed rate limiter admits more
 // than its limit, and runs Sluice through the same traffic:
 //
-//	go run ./cmd/sluice-lab SCENARIO [--store URL] [--plot FILE] [--json]
+//	go run ./cmd/sluice-lab SCENARIO [--store URL] [--nodes N] [--plot FILE] [--json]
 //
 // It is a command of its own, apart from sluice, so that the production binary
 // does not carry the lab's plotting. See docs/lab.md.
@@ -32,6 +32,8 @@ and run Sluice through the same traffic. SCENARIO is one of:
   skew         windows from each node's skewed clock (--skew) versus one time source
   accuracy     sliding_window against the exact sliding_log on a bursty trace
   hybrid       quota leases versus local counters synced every interval versus exact
+  fairness     tenants sharing one limit, one asking 100x its share: one global
+               limit versus fair share (--tenants)
 
 Each row reports max_in_span, the most admitted in the worst span the policy
 bounds, and overshoot = max_in_span / bound: above 1 the limit was broken.
@@ -61,6 +63,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Rounds, "rounds", 5, "race: rounds of the contest")
 	fs.IntVar(&o.Sources, "sources", 1000, "accuracy: independent sources in the trace")
 	fs.Uint64Var(&seed, "seed", 1, "accuracy: the trace's random seed")
+	fs.IntVar(&o.Tenants, "tenants", 5, "fairness: tenants sharing the limit")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&plotFile, "plot", "", "also draw the report into `FILE` (.png or .svg)")
 

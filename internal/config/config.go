@@ -180,6 +180,12 @@ type Policy struct {
 	// Plans, when set, give the policy a limit per plan (native policies
 	// only); ForPlan picks one.
 	Plans *Plans
+	// FairShare (share: fair): the limit is shared among the policy's keys
+	// (tenants), each getting its weighted max-min fair share of it while
+	// their demand exceeds it; a key's override or plan sets its weight.
+	FairShare bool
+	// ShareInterval is how often a FairShare policy's shares are recomputed.
+	ShareInterval time.Duration
 	// File and Line say where the policy is defined.
 	File string
 	Line int

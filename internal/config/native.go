@@ -183,7 +183,7 @@ func (p *fileParser) storeURL(n *yaml.Node, field, raw string) {
 
 // policy reads one item of the policies list; nil when it has problems.
 func (p *fileParser) policy(n *yaml.Node, path string) *Policy {
-	f, ok := p.mapping(n, path, "name", "algorithm", "limit", "period", "burst", "shadow", "plans", "lease")
+	f, ok := p.mapping(n, path, "name", "algorithm", "limit", "period", "burst", "shadow", "plans", "lease", "share", "share_interval")
 	if !ok {
 		return nil
 	}
@@ -211,7 +211,7 @@ func (p *fileParser) policy(n *yaml.Node, path string) *Policy {
 	valid := p.checkPolicy(pol.Policy, f.at(map[string]string{
 		"Name": "name", "Algorithm": "algorithm", "Limit": "limit", "Period": "period", "Burst": "burst",
 	}), bad)
-	if !valid || !set {
+	if !valid || !set || !p.share(f, pol) {
 		return nil
 	}
 	if n := f.get("plans"); n != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/internal/decide"
 	"github.com/sluicehq/sluice/internal/observe"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/share"
 	"github.com/sluicehq/sluice/internal/storestack"
 )
 
@@ -38,13 +39,38 @@ type Engine struct {
 	failover  bool         // the stack has a fail policy, which counts its own store errors
 	obs       *observe.Observer
 	overrides *overrides.Store // nil: none
+	shares    *share.Sharer    // the fair-share policies' shares
+}
+
+// Option configures an Engine.
+type Option func(*[]share.Option)
+
+// WithClock sets the clock fair-share policies time their keys' demand by
+// (default: the system's).
+func WithClock(c sluice.Clock) Option {
+	return func(o *[]share.Option) { *o = append(*o, share.WithClock(c)) }
+}
+
+// WithNode names the engine's node on the fair-share policies' demand
+// boards (default: random). Nodes sharing a store need distinct names.
+func WithNode(id string) Option {
+	return func(o *[]share.Option) { *o = append(*o, share.WithNode(id)) }
 }
 
 // New returns an Engine deciding on st, reporting to obs, applying the
 // runtime overrides of ov (nil: none).
-func New(st *storestack.Stack, obs *observe.Observer, ov *overrides.Store) *Engine {
-	return &Engine{store: st.Decider(), failMode: st.FailMode(), failover: st.Failover != nil, obs: obs, overrides: ov}
+func New(st *storestack.Stack, obs *observe.Observer, ov *overrides.Store, opts ...Option) *Engine {
+	e := &Engine{store: st.Decider(), failMode: st.FailMode(), failover: st.Failover != nil, obs: obs, overrides: ov}
+	sopts := []share.Option{share.WithErrorHandler(func(err error) { e.storeFailed(context.Background(), err) })}
+	for _, o := range opts {
+		o(&sopts)
+	}
+	e.shares = share.New(st.Board, sopts...)
+	return e
 }
+
+// Shares returns the fair-share policies' shares.
+func (e *Engine) Shares() *share.Sharer { return e.shares }
 
 // Check is one (policy, key, cost) of a request.
 type Check struct {
@@ -66,6 +92,8 @@ type Check struct {
 	// concurrency policy holds for an admitted request (Release); "" for
 	// every other check.
 	Token string
+	// weight is the key's weight under a fair-share policy, set with Limit.
+	weight float64
 }
 
 // Applied returns the policy c is decided under: Limit once resolved, else
@@ -175,18 +203,28 @@ func (e *Engine) DecideRequest(ctx context.Context, r *Request) error {
 // requests have a few descriptors, the HTTP API's usually one check.
 const inline = 8
 
-// decide runs package decide on r's checks.
+// decide runs package decide on r's checks. A fair-share check becomes two
+// (fairshare.go): its key under its share, and the policy's total.
 func (e *Engine) decide(ctx context.Context, r *Request) (decide.Outcome, error) {
 	var buf [inline]decide.Check
 	checks := buf[:0]
 	if len(r.Checks) > inline {
 		checks = make([]decide.Check, 0, len(r.Checks))
 	}
+	fair := false
 	for i := range r.Checks {
 		c := &r.Checks[i]
 		checks = append(checks, decide.Check{Request: sluice.Request{Policy: &c.Limit.Policy, Key: c.Key, Cost: c.Cost}, Flags: c.Flags})
+		fair = fair || c.Policy.FairShare
 	}
-	out, err := decide.Decide(ctx, e.store, checks, r.Results, r.Refused)
+	results := r.Results
+	if fair {
+		checks, results = e.shareChecks(r, checks)
+	}
+	out, err := decide.Decide(ctx, e.store, checks, results, r.Refused)
+	if fair && err == nil {
+		mergeTotals(r, checks, results)
+	}
 	for i := range r.Checks {
 		r.Checks[i].Flags, r.Checks[i].Token = checks[i].Flags, checks[i].Token
 	}

@@ -27,6 +27,7 @@ func (e *Engine) Resolve(checks []Check) {
 		if l := e.limitOf(c, set, &now); l != nil {
 			c.Limit = l
 		}
+		fairWeight(c)
 	}
 }
 
@@ -48,6 +49,7 @@ func (e *Engine) resolve(r *Request) {
 			if c.Limit = e.limitOf(c, set, &now); c.Limit == nil {
 				c.Limit = c.Policy
 			}
+			fairWeight(c)
 		}
 		c.Flags = flagsOf(c, r)
 	}
@@ -129,6 +131,9 @@ func validate(checks []Check) error {
 		}
 		if err := decide.CheckRequest(req); err != nil {
 			return &CheckError{Index: i, Policy: c.Policy.Name, Err: err}
+		}
+		if fairKey(c) {
+			return &CheckError{Index: i, Policy: c.Policy.Name, Err: fmt.Errorf("%w: the key %q holds the fair-share policy's total", sluice.ErrInvalidKey, TotalKey)}
 		}
 		if err := duplicateOf(checks, i); err != nil {
 			return err

@@ -38,10 +38,11 @@ const (
 	Skew       = "skew"
 	Accuracy   = "accuracy"
 	Hybrid     = "hybrid"
+	Fairness   = "fairness"
 )
 
 // Scenarios lists every scenario Run accepts.
-var Scenarios = []string{Boundary, Nodes, StaleCache, Race, Skew, Accuracy, Hybrid}
+var Scenarios = []string{Boundary, Nodes, StaleCache, Race, Skew, Accuracy, Hybrid, Fairness}
 
 // Options configures a run. Zero fields take the defaults documented on each.
 type Options struct {
@@ -73,6 +74,8 @@ type Options struct {
 	// Seed seeds accuracy's trace generator (default 1), so a trace can be
 	// reproduced exactly.
 	Seed uint64
+	// Tenants is how many tenants share fairness's limit (default 5).
+	Tenants int
 }
 
 // Report is the outcome of one scenario.
@@ -128,9 +131,18 @@ type Row struct {
 	// StoreCallsPerDecision (hybrid only) is the shared store's calls per
 	// request decided.
 	StoreCallsPerDecision *float64 `json:"store_calls_per_decision,omitempty"`
-	// Utilization (hybrid only) is admitted ÷ the most the policy admits over
-	// the run, with demand at twice the limit.
+	// Utilization (hybrid) is admitted ÷ the most the policy admits over
+	// the run, with demand at twice the limit; (fairness) admitted per
+	// period ÷ L over the measured half.
 	Utilization *float64 `json:"utilization,omitempty"`
+	// MinShareRatio (fairness only) is the smallest admitted ÷ max-min fair
+	// share among the tenants other than the heaviest.
+	MinShareRatio *float64 `json:"min_share_ratio,omitempty"`
+	// HeaviestShare (fairness only) is the heaviest tenant's admitted ÷ L.
+	HeaviestShare *float64 `json:"heaviest_share,omitempty"`
+	// Tenants (fairness only) is each tenant's demand, fair share and
+	// admitted rate.
+	Tenants []TenantShare `json:"tenants,omitempty"`
 	// Algorithm is the algorithm whose promise the row is measured against:
 	// the one Sluice decides with, or, for a naive design, the one it
 	// imitates (every naive design here is a fixed-window counter).
@@ -181,6 +193,9 @@ func (o Options) withDefaults() Options {
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
+	if o.Tenants == 0 {
+		o.Tenants = 5
+	}
 	return o
 }
 
@@ -200,6 +215,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("lab: rounds must be at least 1, got %d", o.Rounds)
 	case o.Sources < 1:
 		return fmt.Errorf("lab: sources must be at least 1, got %d", o.Sources)
+	case o.Tenants < 2 || o.Tenants > 1000:
+		return fmt.Errorf("lab: tenants must be 2 to 1000, got %d", o.Tenants)
 	}
 	for _, s := range o.Sync {
 		if s < 0 {
@@ -224,6 +241,7 @@ func Run(ctx context.Context, scenario string, o Options) (*Report, error) {
 		Skew:       runSkew,
 		Accuracy:   runAccuracy,
 		Hybrid:     runHybrid,
+		Fairness:   runFairness,
 	}[scenario]
 	if !ok {
 		return nil, fmt.Errorf("lab: unknown scenario %q (want one of %v)", scenario, Scenarios)

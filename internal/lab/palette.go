@@ -16,6 +16,9 @@ const (
 	seriesSluice series = "sluice"
 	seriesLeases series = "sluice: leases"
 	seriesNaive  series = "naive"
+	// seriesFairShare is the line of each tenant's max-min fair share
+	// (fairness), a target like the limit but not the limit.
+	seriesFairShare series = "max-min fair share"
 )
 
 // palette gives every series its colour; no two share one. Sluice is blue
@@ -25,6 +28,7 @@ var palette = map[series]color.RGBA{
 	seriesSluice:                 rgb(0x1f77b4),
 	seriesLeases:                 rgb(0x17becf),
 	seriesNaive:                  rgb(0xd62728),
+	seriesFairShare:              rgb(0x7f7f7f),
 	series(sluice.FixedWindow):   rgb(0xff7f0e),
 	series(sluice.SlidingLog):    rgb(0x2ca02c),
 	series(sluice.SlidingWindow): rgb(0x9467bd),

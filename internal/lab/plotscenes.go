@@ -28,6 +28,8 @@ func (r *Report) figure() (*figure, error) {
 		return r.accuracyFigure()
 	case Hybrid:
 		return r.hybridFigure()
+	case Fairness:
+		return r.fairnessFigure()
 	default:
 		return r.overshootFigure()
 	}
@@ -78,7 +80,15 @@ func (r *Report) overshootFigure() (*figure, error) {
 	if comparesAlgorithms(r.Scenario) {
 		x = "algorithm"
 	}
-	p := f.newPanel(words[1], x, words[2], barsWidth(len(r.Rows)))
+	if err := f.overshootBars(f.newPanel(words[1], x, words[2], barsWidth(len(r.Rows))), r); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// overshootBars draws into p one bar per row of r: the most admitted in a
+// span over its bound, with both numbers printed over the bar.
+func (f *figure) overshootBars(p *panel, r *Report) error {
 	names := make([]string, len(r.Rows))
 	highest := 0.0
 	for i, row := range r.Rows {
@@ -86,12 +96,12 @@ func (r *Report) overshootFigure() (*figure, error) {
 		highest = max(highest, row.Overshoot)
 		text := fmt.Sprintf("%.3f\n%d of %d", row.Overshoot, row.MaxInSpan, row.Bound)
 		if _, err := f.addBars(p, float64(i), 0.6, []barSpec{{series: seriesOf(r.Scenario, row), legend: row.Variant, value: row.Overshoot, text: text}}); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	categories(p, names...)
 	f.ratioAxis(p, highest)
-	return f, nil
+	return nil
 }
 
 // staleCacheFigure draws the naive overshoot against the sync interval S,

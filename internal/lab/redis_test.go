@@ -26,6 +26,26 @@ func TestRedis(t *testing.T) {
 	t.Run("accuracy", func(t *testing.T) { checkAccuracy(t, url, Options{Sources: 300, Windows: 2}) })
 	t.Run("same-as-memory", func(t *testing.T) { checkSameAsMemory(t, url) })
 	t.Run("keys-outlive-the-run", func(t *testing.T) { checkKeysOutliveRun(t, url) })
+	t.Run("fairness", func(t *testing.T) { checkFairnessRedis(t, url) })
+}
+
+// checkFairnessRedis: four nodes sharing fair share's demand board on Redis
+// get exactly the shares they get in memory (virtual time decides), and
+// fair share serves the light tenants one global limit starves.
+func checkFairnessRedis(t *testing.T, url string) {
+	o := Options{Limit: 20, Tenants: 4}
+	m := run(t, Fairness, o)
+	o.Store = url
+	r := run(t, Fairness, o)
+	for i := range m.Rows {
+		a, b := m.Rows[i], r.Rows[i]
+		if a.Variant != b.Variant || a.Sent != b.Sent || a.Admitted != b.Admitted || *a.MinShareRatio != *b.MinShareRatio {
+			t.Errorf("%s: memory admitted %d, min_share_ratio %.3f; Redis %d, %.3f", a.Variant, a.Admitted, *a.MinShareRatio, b.Admitted, *b.MinShareRatio)
+		}
+	}
+	if naive, fair := r.Rows[0], r.Rows[1]; *fair.MinShareRatio < 0.9 || *naive.MinShareRatio > 0.5 || fair.Overshoot > 1 {
+		t.Errorf("on Redis: fair share min_share_ratio %.3f overshoot %.3f, one global limit %.3f", *fair.MinShareRatio, fair.Overshoot, *naive.MinShareRatio)
+	}
 }
 
 // checkSameAsMemory: a virtual-time scenario gives on Redis exactly the

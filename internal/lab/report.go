@@ -10,7 +10,9 @@ import (
 // WriteJSON writes the report as one JSON object:
 // {"scenario": …, "rows": [{"variant", "nodes", "sent", "admitted",
 // "max_in_span", "bound", "overshoot"}, …]}; accuracy rows add
-// "wrongly_allowed_pct", "wrongly_denied_pct" and the decision_ variants.
+// "wrongly_allowed_pct", "wrongly_denied_pct" and the decision_ variants;
+// fairness rows "min_share_ratio", "utilization", "heaviest_share" and
+// "tenants".
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -22,6 +24,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteTable(w io.Writer) error {
 	accuracy := len(r.Rows) > 0 && r.Rows[0].WronglyAllowedPct != nil
 	hybrid := len(r.Rows) > 0 && r.Rows[0].StoreCallsPerDecision != nil
+	fairness := len(r.Rows) > 0 && r.Rows[0].MinShareRatio != nil
 	if _, err := fmt.Fprintf(w, "%s (store %s)\n\n", r.Scenario, r.Store); err != nil {
 		return err
 	}
@@ -32,6 +35,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if hybrid {
 		head += "proven_bound\tstore_calls_per_decision\tutilization\t"
+	}
+	if fairness {
+		head += "min_share_ratio\tutilization\theaviest_share\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, row := range r.Rows {
@@ -48,6 +54,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 				bound = fmt.Sprintf("%.3f", *row.ProvenBound)
 			}
 			line += fmt.Sprintf("%s\t%.4f\t%.3f\t", bound, *row.StoreCallsPerDecision, *row.Utilization)
+		}
+		if fairness {
+			line += fmt.Sprintf("%.3f\t%.3f\t%.3f\t", *row.MinShareRatio, *row.Utilization, *row.HeaviestShare)
 		}
 		fmt.Fprintln(tw, line)
 	}

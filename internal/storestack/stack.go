@@ -48,6 +48,9 @@ type Stack struct {
 	// Resetter forgets a key's state (the admin API's reset); nil when the
 	// stack cannot.
 	Resetter sluice.Resetter
+	// Board holds the demand boards fair-share policies share demand
+	// through: the store every node shares; nil when it keeps none.
+	Board sluice.DemandBoard
 
 	closers []func() error // in the order to run them
 }
@@ -126,6 +129,7 @@ func newOptions(opts []Option) options {
 func Of(store sluice.Store, opts ...Option) *Stack {
 	s := &Stack{Store: store}
 	s.Resetter, _ = store.(sluice.Resetter)
+	s.Board, _ = store.(sluice.DemandBoard)
 	s.trace(newOptions(opts))
 	return s
 }
@@ -161,7 +165,7 @@ func Open(cfg config.Store, opts ...Option) (*Stack, error) {
 	s := &Stack{}
 	if rc == nil {
 		s.Memory = memory.New(memoryOptions(cfg, log.With("store", "memory"))...)
-		s.Store, s.Resetter = s.Memory, s.Memory
+		s.Store, s.Resetter, s.Board = s.Memory, s.Memory, s.Memory
 		s.trace(o)
 		return s, nil
 	}
@@ -198,7 +202,7 @@ func Open(cfg config.Store, opts ...Option) (*Stack, error) {
 		fopts = append(fopts, failover.WithLocal(s.Local))
 	}
 	s.Failover = failover.New(rs, fopts...)
-	s.Store, s.Resetter = s.Failover, s.Failover
+	s.Store, s.Resetter, s.Board = s.Failover, s.Failover, s.Failover
 	if cfg.Lease != nil {
 		// Leases sit outside the fail policy, which then times and counts
 		// only the calls that reach Redis: a node spends its lease while

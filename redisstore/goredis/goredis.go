@@ -83,6 +83,30 @@ func (r *runner) Run(ctx context.Context, s *redisstore.Script, keys, args []str
 	return copyReply(cmd, reply)
 }
 
+// RunText implements redisstore.TextRunner, for the demand boards: as Run,
+// with a reply of strings.
+func (r *runner) RunText(ctx context.Context, s *redisstore.Script, keys, args []string) ([]string, error) {
+	m, err := r.fn.Mode(ctx, r.load)
+	if err != nil {
+		return nil, err
+	}
+	argv := toAny(args)
+	if m == redisstore.ModeFunctions {
+		out, err := r.c.FCall(ctx, s.Function(), keys, argv...).StringSlice()
+		switch r.fn.Retry(ctx, err, r.load) {
+		case redisstore.ModeFunctions:
+			return r.c.FCall(ctx, s.Function(), keys, argv...).StringSlice()
+		case "":
+			return out, err
+		}
+	}
+	cmd := r.c.EvalSha(ctx, s.SHA1(), keys, argv...)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = r.c.Eval(ctx, s.Source(), keys, argv...)
+	}
+	return cmd.StringSlice()
+}
+
 // load loads the library on every master that lacks it (each holds its own
 // functions; replicas get theirs from their master).
 func (r *runner) load(ctx context.Context) error {
