@@ -82,7 +82,12 @@ type node struct {
 // startNode starts a node with opts; its clock is clock.
 func startNode(t *testing.T, clock *storetest.Clock, opts ...Option) *node {
 	t.Helper()
-	st := storestack.Of(memory.New(memory.WithClock(clock)))
+	return startNodeOn(t, clock, storestack.Of(memory.New(memory.WithClock(clock))), opts...)
+}
+
+// startNodeOn is startNode on the store stack st, which it closes.
+func startNodeOn(t *testing.T, clock *storetest.Clock, st *storestack.Stack, opts ...Option) *node {
+	t.Helper()
 	t.Cleanup(func() { st.Close() })
 	svc := service.New(st, loadConfig(t))
 	srv := New(svc, append([]Option{WithClock(clock)}, opts...)...)

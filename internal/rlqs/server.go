@@ -72,9 +72,11 @@ var _ rlqsv3.RateLimitQuotaServiceServer = (*Server)(nil)
 // Option configures a Server.
 type Option func(*Server)
 
-// WithBoard sets the Board the Server shares demands on (default: a
-// MemoryBoard of its own, for a single node). Every node serving the same
-// Envoys must share one.
+// WithBoard sets the Board the Server shares demands on. The default is a
+// StoreBoard on the service's store when it keeps demand boards (memory,
+// Redis, Redis Cluster, through failover and leases): every node sharing a
+// Redis then shares the board. Without one, a MemoryBoard of its own, for a
+// single node. Every node serving the same Envoys must share one.
 func WithBoard(b Board) Option { return func(s *Server) { s.board = b } }
 
 // WithClock sets the clock timing reports, time to live and abandonment
@@ -132,7 +134,11 @@ func New(svc *service.Service, opts ...Option) *Server {
 		s.node = hex.EncodeToString(b[:])
 	}
 	if s.board == nil {
-		s.board = NewMemoryBoard(s.clock)
+		if st := svc.Stack(); st != nil && st.Board != nil {
+			s.board = NewStoreBoard(st.Board)
+		} else {
+			s.board = NewMemoryBoard(s.clock)
+		}
 	}
 	return s
 }
