@@ -30,6 +30,8 @@ func (r *Report) figure() (*figure, error) {
 		return r.hybridFigure()
 	case Fairness:
 		return r.fairnessFigure()
+	case Usage:
+		return r.usageFigure()
 	default:
 		return r.overshootFigure()
 	}
