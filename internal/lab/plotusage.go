@@ -3,9 +3,6 @@ package lab
 import (
 	"fmt"
 	"strings"
-
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 // usageFigure draws the usage scenario's two halves side by side: the
@@ -33,7 +30,11 @@ func (r *Report) usageFigure() (*figure, error) {
 		if err != nil {
 			return nil, err
 		}
-		marks = append(marks, func() { f.chargeBound(budget, bars[0], bound) })
+		// The most a window may use by docs/semantics.md: L + N·(the largest
+		// cost) − 1, over L.
+		marks = append(marks, func() {
+			f.boundMark(budget, bars[0], bound, seriesChargeBound, string(seriesChargeBound), palette[seriesChargeBound])
+		})
 	}
 	for i, row := range r.Rows[2:] {
 		usable := float64(row.Bound-*row.LeakedSlots) / float64(row.Bound)
@@ -59,17 +60,4 @@ func usageLegend(row Row) string {
 		return "naive: charge what fits; a counter"
 	}
 	return "sluice: Limiter.Charge; slots with a lease"
-}
-
-// chargeBound marks across a budget bar the most a window may use by
-// docs/semantics.md: L + N·(the largest cost) − 1, over L.
-func (f *figure) chargeBound(p *panel, b *bar, bound float64) {
-	pad := (b.x1 - b.x0) * 0.15
-	l, err := plotter.NewLine(plotter.XYs{{X: b.x0 - pad, Y: bound}, {X: b.x1 + pad, Y: bound}})
-	if err != nil {
-		return // two finite points always make a line
-	}
-	l.Color, l.Width, l.Dashes = palette[seriesChargeBound], vg.Points(2.5), []vg.Length{vg.Points(3), vg.Points(2)}
-	p.Add(l)
-	f.addLegend(seriesChargeBound, string(seriesChargeBound), l.Color, l)
 }
