@@ -34,6 +34,9 @@ and run Sluice through the same traffic. SCENARIO is one of:
   hybrid       quota leases versus local counters synced every interval versus exact
   fairness     tenants sharing one limit, one asking 100x its share: one global
                limit versus fair share (--tenants)
+  usage        costs known after the response (check, then charge what fits
+               versus Limiter.Charge), and a node killed holding in-flight
+               slots (a counter versus slots with a lease)
 
 Each row reports max_in_span, the most admitted in the worst span the policy
 bounds, and overshoot = max_in_span / bound: above 1 the limit was broken.
@@ -62,7 +65,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Skew, "skew", 30*time.Millisecond, "skew: the largest difference between node clocks")
 	fs.IntVar(&o.Rounds, "rounds", 5, "race: rounds of the contest")
 	fs.IntVar(&o.Sources, "sources", 1000, "accuracy: independent sources in the trace")
-	fs.Uint64Var(&seed, "seed", 1, "accuracy: the trace's random seed")
+	fs.Uint64Var(&seed, "seed", 1, "accuracy, usage: the random seed of the trace or the costs")
 	fs.IntVar(&o.Tenants, "tenants", 5, "fairness: tenants sharing the limit")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&plotFile, "plot", "", "also draw the report into `FILE` (.png or .svg)")

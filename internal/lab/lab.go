@@ -39,10 +39,11 @@ const (
 	Accuracy   = "accuracy"
 	Hybrid     = "hybrid"
 	Fairness   = "fairness"
+	Usage      = "usage"
 )
 
 // Scenarios lists every scenario Run accepts.
-var Scenarios = []string{Boundary, Nodes, StaleCache, Race, Skew, Accuracy, Hybrid, Fairness}
+var Scenarios = []string{Boundary, Nodes, StaleCache, Race, Skew, Accuracy, Hybrid, Fairness, Usage}
 
 // Options configures a run. Zero fields take the defaults documented on each.
 type Options struct {
@@ -71,7 +72,7 @@ type Options struct {
 	// Sources is the number of independent keys in accuracy's trace
 	// (default 1000).
 	Sources int
-	// Seed seeds accuracy's trace generator (default 1), so a trace can be
+	// Seed seeds accuracy's trace generator and usage's costs (default 1), so a trace can be
 	// reproduced exactly.
 	Seed uint64
 	// Tenants is how many tenants share fairness's limit (default 5).
@@ -143,6 +144,19 @@ type Row struct {
 	// Tenants (fairness only) is each tenant's demand, fair share and
 	// admitted rate.
 	Tenants []TenantShare `json:"tenants,omitempty"`
+	// Used (usage, budget rows) is the units the admitted requests' responses
+	// really used; Charged is what the limiter recorded of them.
+	Used    *int64 `json:"used,omitempty"`
+	Charged *int64 `json:"charged,omitempty"`
+	// InFlightBound (usage, budget rows) is the most a window may use when
+	// each request is checked before and charged after its response:
+	// L + N·(the largest cost) − 1, one request in flight per node
+	// (docs/semantics.md, "The worst case of check, then charge").
+	InFlightBound *int64 `json:"in_flight_bound,omitempty"`
+	// LeakedSlots (usage, slot rows) is how many of the L slots no live
+	// node could use once a lease and a request had passed since a node
+	// died holding slots.
+	LeakedSlots *int64 `json:"leaked_slots,omitempty"`
 	// Algorithm is the algorithm whose promise the row is measured against:
 	// the one Sluice decides with, or, for a naive design, the one it
 	// imitates (every naive design here is a fixed-window counter).
@@ -242,6 +256,7 @@ func Run(ctx context.Context, scenario string, o Options) (*Report, error) {
 		Accuracy:   runAccuracy,
 		Hybrid:     runHybrid,
 		Fairness:   runFairness,
+		Usage:      runUsage,
 	}[scenario]
 	if !ok {
 		return nil, fmt.Errorf("lab: unknown scenario %q (want one of %v)", scenario, Scenarios)

@@ -19,6 +19,9 @@ const (
 	// seriesFairShare is the line of each tenant's max-min fair share
 	// (fairness), a target like the limit but not the limit.
 	seriesFairShare series = "max-min fair share"
+	// seriesChargeBound is the documented worst case of check, then charge
+	// (usage): L + N·(the largest cost) − 1 per window.
+	seriesChargeBound series = "worst case of check, then charge: L + N·largest cost − 1"
 )
 
 // palette gives every series its colour; no two share one. Sluice is blue
@@ -29,6 +32,7 @@ var palette = map[series]color.RGBA{
 	seriesLeases:                 rgb(0x17becf),
 	seriesNaive:                  rgb(0xd62728),
 	seriesFairShare:              rgb(0x7f7f7f),
+	seriesChargeBound:            rgb(0x393b79),
 	series(sluice.FixedWindow):   rgb(0xff7f0e),
 	series(sluice.SlidingLog):    rgb(0x2ca02c),
 	series(sluice.SlidingWindow): rgb(0x9467bd),

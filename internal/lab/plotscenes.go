@@ -30,6 +30,8 @@ func (r *Report) figure() (*figure, error) {
 		return r.hybridFigure()
 	case Fairness:
 		return r.fairnessFigure()
+	case Usage:
+		return r.usageFigure()
 	default:
 		return r.overshootFigure()
 	}
@@ -299,14 +301,20 @@ func (r *Report) hybridFigure() (*figure, error) {
 // provenBound marks the bound a lease row is proven never to exceed across
 // its bar.
 func (f *figure) provenBound(p *panel, b *bar, bound float64) {
+	f.boundMark(p, b, bound, "", "proven bound of the leases", palette[seriesLeases])
+}
+
+// boundMark marks a bound across bar b, dotted, named in the legend by s
+// (or by label, for a reference line without a series).
+func (f *figure) boundMark(p *panel, b *bar, bound float64, s series, label string, colour color.Color) {
 	pad := (b.x1 - b.x0) * 0.15
 	l, err := plotter.NewLine(plotter.XYs{{X: b.x0 - pad, Y: bound}, {X: b.x1 + pad, Y: bound}})
 	if err != nil {
 		return // two finite points always make a line
 	}
-	l.Color, l.Width, l.Dashes = palette[seriesLeases], vg.Points(2.5), []vg.Length{vg.Points(3), vg.Points(2)}
+	l.Color, l.Width, l.Dashes = colour, vg.Points(2.5), []vg.Length{vg.Points(3), vg.Points(2)}
 	p.Add(l)
-	f.addLegend("", "proven bound of the leases", l.Color, l)
+	f.addLegend(s, label, l.Color, l)
 }
 
 func hybridLegend(row Row) string {

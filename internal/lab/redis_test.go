@@ -27,6 +27,7 @@ func TestRedis(t *testing.T) {
 	t.Run("same-as-memory", func(t *testing.T) { checkSameAsMemory(t, url) })
 	t.Run("keys-outlive-the-run", func(t *testing.T) { checkKeysOutliveRun(t, url) })
 	t.Run("fairness", func(t *testing.T) { checkFairnessRedis(t, url) })
+	t.Run("usage", func(t *testing.T) { checkUsageRedis(t, url) })
 }
 
 // checkFairnessRedis: four nodes sharing fair share's demand board on Redis
@@ -45,6 +46,18 @@ func checkFairnessRedis(t *testing.T, url string) {
 	}
 	if naive, fair := r.Rows[0], r.Rows[1]; *fair.MinShareRatio < 0.9 || *naive.MinShareRatio > 0.5 || fair.Overshoot > 1 {
 		t.Errorf("on Redis: fair share min_share_ratio %.3f overshoot %.3f, one global limit %.3f", *fair.MinShareRatio, fair.Overshoot, *naive.MinShareRatio)
+	}
+}
+
+// checkUsageRedis: the usage scenario shows the same on Redis, with exactly
+// the numbers of the memory store (virtual time decides, leases included).
+func checkUsageRedis(t *testing.T, url string) {
+	m, r := checkUsage(t, "memory://"), checkUsage(t, url)
+	for i := range m.Rows {
+		a, b := m.Rows[i], r.Rows[i]
+		if a.Admitted != b.Admitted || a.MaxInSpan != b.MaxInSpan {
+			t.Errorf("%s: memory admitted %d, most %d; Redis %d, %d", a.Variant, a.Admitted, a.MaxInSpan, b.Admitted, b.MaxInSpan)
+		}
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 // "max_in_span", "bound", "overshoot"}, …]}; accuracy rows add
 // "wrongly_allowed_pct", "wrongly_denied_pct" and the decision_ variants;
 // fairness rows "min_share_ratio", "utilization", "heaviest_share" and
-// "tenants".
+// "tenants"; usage rows "used", "charged", "in_flight_bound" (budget) or
+// "leaked_slots" (slots).
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -25,6 +26,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	accuracy := len(r.Rows) > 0 && r.Rows[0].WronglyAllowedPct != nil
 	hybrid := len(r.Rows) > 0 && r.Rows[0].StoreCallsPerDecision != nil
 	fairness := len(r.Rows) > 0 && r.Rows[0].MinShareRatio != nil
+	usage := len(r.Rows) > 0 && r.Rows[0].InFlightBound != nil
 	if _, err := fmt.Fprintf(w, "%s (store %s)\n\n", r.Scenario, r.Store); err != nil {
 		return err
 	}
@@ -38,6 +40,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if fairness {
 		head += "min_share_ratio\tutilization\theaviest_share\t"
+	}
+	if usage {
+		head += "used\tcharged\tin_flight_bound\tleaked_slots\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, row := range r.Rows {
@@ -58,6 +63,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if fairness {
 			line += fmt.Sprintf("%.3f\t%.3f\t%.3f\t", *row.MinShareRatio, *row.Utilization, *row.HeaviestShare)
 		}
+		if usage {
+			line += orDash(row.Used) + "\t" + orDash(row.Charged) + "\t" + orDash(row.InFlightBound) + "\t" + orDash(row.LeakedSlots) + "\t"
+		}
 		fmt.Fprintln(tw, line)
 	}
 	if err := tw.Flush(); err != nil {
@@ -65,6 +73,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "\nmax_in_span: the most admitted in %s.\n%s\n", r.Span, r.Summary)
 	return err
+}
+
+// orDash prints a count a row may not have.
+func orDash(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
 }
 
 func longestVariant(r *Report) int {
