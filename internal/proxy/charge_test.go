@@ -3,14 +3,13 @@ package proxy
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/internal/testwait"
 	"github.com/sluicehq/sluice/memory"
 )
@@ -71,9 +70,8 @@ func TestChargeHeader(t *testing.T) {
 // A value that is not a non-negative integer charges nothing, with a log
 // line; so does a response without the header.
 func TestChargeHeaderBadValue(t *testing.T) {
-	var logs lockedBuffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	p := startProxy(t, chargeConfig, tokenUpstream(t).URL, Logger(log))
+	var logs testlog.Buffer
+	p := startProxy(t, chargeConfig, tokenUpstream(t).URL, Logger(testlog.Logger(&logs)))
 	for _, used := range []string{"-15", "15.0", "abc", "", "99999999999999999999"} {
 		if got := p.get(t, "/chat?used="+used, "X-User", "carol").StatusCode; got != 200 {
 			t.Fatalf("used=%q: %d, want 200 (nothing charged before)", used, got)
@@ -129,22 +127,4 @@ func TestForwardAuthRefusesCharge(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "charge_header X-Tokens-Used, which forward-auth cannot serve") {
 		t.Fatalf("ForwardAuth: %v", err)
 	}
-}
-
-// lockedBuffer is a log the proxy's goroutines and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
