@@ -1,7 +1,6 @@
 package grpclimit_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/dunglas/httpsfv"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/grpclimit"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -323,23 +323,8 @@ func TestShadow(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer the server's goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log the goroutines under test and the test share.
+type syncBuffer = testlog.Buffer
 
 // failingStore is a sluice.Store whose every decision fails, as a store does
 // when Redis is unreachable.

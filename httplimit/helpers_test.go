@@ -1,7 +1,6 @@
 package httplimit_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,12 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/dunglas/httpsfv"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/memory"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -166,24 +165,8 @@ func peek(t testing.TB, l *sluice.Limiter, key string) int64 {
 	return res.Remaining
 }
 
-// syncBuffer is a bytes.Buffer a logger on the server's goroutines and the
-// test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log the server's goroutines and the test share.
+type syncBuffer = testlog.Buffer
 
 // failingStore is a sluice.Store whose every decision fails, as a store does
 // when Redis is unreachable.
@@ -197,4 +180,4 @@ func (s failingStore) DecideAll(context.Context, []sluice.Request, []sluice.Resu
 	return s.err
 }
 
-func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+func slogTo(w io.Writer) *slog.Logger { return testlog.Logger(w) }

@@ -25,6 +25,7 @@ type request struct {
 	m      *Middleware
 	ip     netip.Addr
 	ipDone bool
+	resp   *responseWriter // for a limit charged from the response
 }
 
 func (q *request) clientIP() netip.Addr {

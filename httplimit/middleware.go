@@ -65,7 +65,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.cfg.cost != nil {
 		cost = m.cfg.cost(r)
 	}
-	d, err := m.core.Decide(r.Context(), &request{Request: r, m: m}, cost)
+	q := &request{Request: r, m: m}
+	d, err := m.core.Decide(r.Context(), q, cost)
 	if err != nil {
 		m.cfg.onError(w, r, err)
 		return
@@ -85,7 +86,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if d.Delay > 0 && !m.wait(w, r, d.Delay) {
 		return
 	}
-	next.ServeHTTP(w, r)
+	m.next(w, q, next)
 }
 
 func (m *Middleware) setHeaders(h http.Header, quotas []Quota) {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/internal/testwait"
 )
 
@@ -44,23 +44,8 @@ descriptors:
       unlimited: true
 `
 
-// syncBuffer is a log sink the server goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log the goroutines under test and the test share.
+type syncBuffer = testlog.Buffer
 
 // startTestServer runs serve on loopback ports with the two test configs and
 // returns it with the native config's path; it is shut down at cleanup.

@@ -34,7 +34,7 @@ func FuzzParse(f *testing.F) {
 			"    rate_limit: {unit: minute, requests_per_unit: 2, plans: {from: {descriptor_key: plan, header: x-plan}, default: a, limits: {a: {limit: 3}, b: {limit: 9, period: 1h}}}}",
 			"    descriptors: [{key: u, rate_limit: {unit: second, requests_per_unit: 1}}]"),
 		y("policies:", "  - {name: a, algorithm: gcra, limit: 10, period: 1m, plans: {from: {header: X-Plan}, limits: {pro: {limit: 20}}}}",
-			"proxy:", "  routes: [{limits: [{policy: a, key: ip, plan_header: x-tier}]}]"),
+			"proxy:", "  routes: [{limits: [{policy: a, key: ip, plan_header: x-tier, charge_header: x-tokens-used}]}]"),
 		"{]",
 	} {
 		f.Add([]byte(s))

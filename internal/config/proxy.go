@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sluicehq/sluice"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -66,6 +67,10 @@ type RouteLimit struct {
 	// PlanHeader names the request header (canonical) holding the key's
 	// plan, for a policy with plans; empty: the policy's plans.from.header.
 	PlanHeader string
+	// ChargeHeader names the upstream response header (canonical) holding
+	// the usage the response reports, charged to the request's key when
+	// the response ends; empty: nothing is charged after the check.
+	ChargeHeader string
 	// Line is where the limit is, in Proxy.File.
 	Line int
 }
@@ -120,10 +125,11 @@ type proxySection struct {
 // policyRef is a policy name used by a route limit, with where to blame it.
 // plans: the limit names a plan header, so the policy must have plans.
 type policyRef struct {
-	name  string
-	node  *yaml.Node
-	field string
-	plans *yaml.Node
+	name   string
+	node   *yaml.Node
+	field  string
+	plans  *yaml.Node
+	charge *yaml.Node // charge_header, when set: the policy must take charges
 }
 
 // proxySection reads the proxy: section; nil when it is unusable.
@@ -291,18 +297,21 @@ func (p *fileParser) headers(n *yaml.Node, path string, r *Route) bool {
 
 // routeLimit reads one limit of a route; nil when it has problems.
 func (p *fileParser) routeLimit(n *yaml.Node, path string, sec *proxySection) *RouteLimit {
-	f, ok := p.mapping(n, path, "policy", "key", "fallback", "plan_header")
+	f, ok := p.mapping(n, path, "policy", "key", "fallback", "plan_header", "charge_header")
 	if !ok {
 		return nil
 	}
 	l := &RouteLimit{Line: f.node.Line}
 	valid := true
 	l.PlanHeader, valid = p.headerName(f, "plan_header")
+	if l.ChargeHeader, ok = p.headerName(f, "charge_header"); !ok {
+		valid = false
+	}
 	if name, set := p.str(f, "policy"); !p.need(f, "policy", "the name of a policy in policies:") || !set {
 		valid = false
 	} else {
 		l.Policy = name
-		sec.refs = append(sec.refs, policyRef{name, f.get("policy"), join(path, "policy"), f.get("plan_header")})
+		sec.refs = append(sec.refs, policyRef{name, f.get("policy"), join(path, "policy"), f.get("plan_header"), f.get("charge_header")})
 	}
 	if !p.need(f, "key", `ip, global, header:NAME, or parts joined by +, such as "ip+header:X-User"`) {
 		valid = false
@@ -410,6 +419,10 @@ func mergeProxy(files []*parsed, policies map[string]*Policy, ps *problems) *Pro
 		if pol := policies[ref.name]; pol != nil && pol.Plans == nil && ref.plans != nil {
 			p.errorf(ref.plans, strings.TrimSuffix(ref.field, "policy")+"plan_header",
 				"policy %q has no plans: add plans: to it, or remove plan_header", ref.name)
+		}
+		if pol := policies[ref.name]; pol != nil && pol.Algorithm == sluice.Concurrency && ref.charge != nil {
+			p.errorf(ref.charge, strings.TrimSuffix(ref.field, "policy")+"charge_header",
+				"policy %q is a concurrency limit, which counts requests in flight and cannot be charged usage", ref.name)
 		}
 		if policies[ref.name] == nil {
 			guess := ""

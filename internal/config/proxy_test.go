@@ -185,3 +185,30 @@ func TestExampleProxyLoads(t *testing.T) {
 		t.Fatalf("examples/proxy.yaml: no routes: %+v", cfg.Proxy)
 	}
 }
+
+// TestChargeHeader: a route limit's charge_header is read in canonical
+// form, must be a header name, and cannot charge a concurrency limit.
+func TestChargeHeader(t *testing.T) {
+	const policies = `policies:
+  - {name: tokens, algorithm: token_bucket, limit: 1000, period: 1m}
+  - {name: inflight, algorithm: concurrency, limit: 10, period: 1m}
+proxy:
+  routes:
+`
+	cfg, err := Parse("t.yaml", []byte(policies+"    - limits: [{policy: tokens, key: ip, charge_header: x-tokens-used}, {policy: inflight, key: ip}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Proxy.Routes[0].Limits; l[0].ChargeHeader != "X-Tokens-Used" || l[1].ChargeHeader != "" {
+		t.Errorf("charge headers %q, %q; want X-Tokens-Used and none", l[0].ChargeHeader, l[1].ChargeHeader)
+	}
+	for route, want := range map[string]string{
+		"    - limits: [{policy: inflight, key: ip, charge_header: X-Used}]\n": `proxy.routes[0].limits[0].charge_header: policy "inflight" is a concurrency limit`,
+		"    - limits: [{policy: tokens, key: ip, charge_header: 'x used'}]\n": `proxy.routes[0].limits[0].charge_header: not a valid header name`,
+		"    - limits: [{policy: tokens, key: ip, charge_header: [a]}]\n":      `proxy.routes[0].limits[0].charge_header`,
+	} {
+		if _, err := Parse("t.yaml", []byte(policies+route)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", route, err, want)
+		}
+	}
+}

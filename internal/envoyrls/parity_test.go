@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/service"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/storetest"
 )
 
@@ -130,20 +130,5 @@ func TestDynamicMetadata(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a strings.Builder safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a log the goroutines under test and the test share.
+type lockedBuffer = testlog.Buffer

@@ -24,6 +24,8 @@ type Core[R any] struct {
 	// usual case; it depends on nothing else, so it is built once. Empty
 	// when a limit picks its limiter per request (Limit.Pick).
 	policyAll string
+	// charges: some limit has a Usage, charged when a request ends.
+	charges bool
 }
 
 // New returns the core of the limits in s, which it keeps and completes
@@ -41,6 +43,10 @@ func New[R any](s *Settings[R], formatPolicy func([]Quota) string,
 	}
 	c := &Core[R]{Settings: s, formatPolicy: formatPolicy, reportShadow: reportShadow}
 	for _, l := range s.Limits {
+		if err := checkUsage(s.pkg, &l); err != nil {
+			return nil, err
+		}
+		c.charges = c.charges || l.Usage != nil
 		if l.Shadow || s.ShadowAll {
 			c.Shadowed = append(c.Shadowed, l)
 		} else {
@@ -58,6 +64,10 @@ func New[R any](s *Settings[R], formatPolicy func([]Quota) string,
 	}
 	return c, nil
 }
+
+// Charges reports whether some limit charges a request's usage when it
+// ends (Charge).
+func (c *Core[R]) Charges() bool { return c.charges }
 
 // Decision is what the limits decided for one request.
 type Decision struct {

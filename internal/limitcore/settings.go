@@ -41,6 +41,10 @@ type Limit[R any] struct {
 	// of Limiter: one of the policy's plans, under the same name and
 	// algorithm (so on the same state) with another limit. Nil: Limiter.
 	Pick func(R) *sluice.Limiter
+	// Usage, when set, returns what a handled request used once its
+	// response has ended (the tokens it reports, say), which Core.Charge
+	// charges to its key; an error is a report that cannot be read.
+	Usage func(R) (int64, error)
 }
 
 // Settings are the options both packages have. Build one with NewSettings;

@@ -88,6 +88,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q := &request{Request: r, trusted: rs.trusted}
 	checks := make([]engine.Check, 0, len(rt.limits))
+	chargeHeaders := make([]string, 0, len(rt.limits)) // of each check
 	for i := range rt.limits {
 		l := &rt.limits[i]
 		key, _ := limitcore.StoreKey(l.key, l.fallback, q) // the configured keys never fail
@@ -99,6 +100,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.Plan = r.Header.Get(l.planHeader)
 		}
 		checks = append(checks, c)
+		chargeHeaders = append(chargeHeaders, l.chargeHeader)
 	}
 	if len(checks) == 0 {
 		h.next.ServeHTTP(w, r)
@@ -122,6 +124,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The slots are held until the upstream's answer is copied, or the
 		// client goes, or the copy panics.
 		defer h.release(r, checks)
+	}
+	if cs := chargedOf(checks, chargeHeaders); cs != nil {
+		defer h.charge(w, r, cs)
 	}
 	httplimit.SetHeaders(w.Header(), d.Quotas, 0)
 	if d.delay > 0 && limitcore.Wait(r.Context(), d.delay) != nil {

@@ -37,6 +37,9 @@ type routeLimit struct {
 	key        limitcore.KeyFunc[*request]
 	fallback   limitcore.KeyFunc[*request] // nil: none
 	planHeader string                      // canonical; "": the policy's plans do not apply
+	// chargeHeader names the upstream response header whose usage is
+	// charged when the response ends (canonical); "": none.
+	chargeHeader string
 }
 
 // request is one request as the keys see it. The client address is worked
@@ -95,7 +98,7 @@ func buildRoute(cfg *config.Config, rc *config.Route) (route, error) {
 		if pol == nil { // config.Load rejects this; a hand-built Config may not
 			return route{}, fmt.Errorf("unknown policy %q", lc.Policy)
 		}
-		l := routeLimit{policy: pol, planHeader: lc.PlanHeaderOf(pol)}
+		l := routeLimit{policy: pol, planHeader: lc.PlanHeaderOf(pol), chargeHeader: lc.ChargeHeader}
 		var err error
 		if l.key, err = keyOf(lc.Key); err != nil {
 			return route{}, fmt.Errorf("policy %q: key: %w", lc.Policy, err)

@@ -27,10 +27,15 @@ func (h *handler) release(r *http.Request, checks []engine.Check) {
 
 // refuseSlots reports a route limited by a concurrency policy: forward-auth
 // cannot tell when the gateway's request ends, so it could never give the
-// slot back.
+// slot back; nor does it see the upstream's response, so it cannot charge
+// from it either.
 func refuseSlots(rs *routes) error {
 	for _, rt := range rs.list {
 		for _, l := range rt.limits {
+			if l.chargeHeader != "" {
+				return fmt.Errorf("proxy: route %q: policy %q has charge_header %s, which forward-auth cannot serve: "+
+					"it never sees the upstream's response; use sluice proxy --upstream, or the HTTP API's /v1/charge", rt.prefix, l.policy.Name, l.chargeHeader)
+			}
 			if l.policy.Algorithm == sluice.Concurrency {
 				return fmt.Errorf("proxy: route %q: policy %q is a concurrency limit, which forward-auth cannot serve: "+
 					"it answers before the gateway's request starts and never learns when it ends, so the slot could not be released; "+

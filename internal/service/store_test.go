@@ -1,13 +1,11 @@
 package service
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,26 +15,12 @@ import (
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/observe"
 	"github.com/sluicehq/sluice/internal/storestack"
+	"github.com/sluicehq/sluice/internal/testlog"
 	"github.com/sluicehq/sluice/memory"
 )
 
-// syncLog is a slog sink the Watch goroutine and the test share.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// syncLog is a log the goroutines under test and the test share.
+type syncLog = testlog.Buffer
 
 // TestReloadStoreChange: a reload warns that a changed store section needs
 // a restart (quoting the URLs without their passwords), and does not warn

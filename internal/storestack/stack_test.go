@@ -1,7 +1,6 @@
 package storestack
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testlog"
 )
 
 // TestOpenStore: memory:// (or no URL) is the memory store, with no fail
@@ -192,22 +191,7 @@ func evalCalls(t *testing.T, srv *redistest.Server) int {
 }
 
 // syncLog is a slog sink goroutines and the test share.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type syncLog = testlog.Buffer
 
 func write(t *testing.T, path, content string) {
 	t.Helper()
