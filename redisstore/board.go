@@ -89,11 +89,11 @@ func (r *rueidisRunner) RunText(ctx context.Context, s *Script, keys, args []str
 		return nil, err
 	}
 	if m == ModeFunctions {
-		out, err := r.checked(r.c.Do(ctx, r.fcall(s, keys, args))).AsStrSlice()
-		switch r.fn.Retry(ctx, err, r.load) {
-		case ModeFunctions:
-			return r.checked(r.c.Do(ctx, r.fcall(s, keys, args))).AsStrSlice()
-		case "":
+		var out []string
+		if m, err = r.fn.Call(ctx, r.load, func() (err error) {
+			out, err = r.checked(r.c.Do(ctx, r.fcall(s, keys, args))).AsStrSlice()
+			return err
+		}); m != ModeScripts {
 			return out, err
 		}
 	}

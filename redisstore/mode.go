@@ -82,6 +82,31 @@ func (f *Functions) Mode(ctx context.Context, load func(context.Context) error) 
 	return f.Current(), nil
 }
 
+// maxLoads bounds how often one call loads the library again: a library
+// flushed again between its load and the call (FUNCTION FLUSH in a loop, a
+// failover in between) is loaded once more, while a server that loses it
+// every time ends the call with its error.
+const maxLoads = 3
+
+// Call runs fcall, an FCALL, and again each time Retry has loaded the
+// library it lacked, up to maxLoads times. It returns ModeScripts when the
+// call must be run as a script instead (the server refuses Functions), else
+// "" and fcall's last error.
+func (f *Functions) Call(ctx context.Context, load func(context.Context) error, fcall func() error) (Mode, error) {
+	err := fcall()
+	for range maxLoads {
+		switch f.Retry(ctx, err, load) {
+		case ModeFunctions:
+			err = fcall()
+		case ModeScripts:
+			return ModeScripts, nil
+		default:
+			return "", err
+		}
+	}
+	return "", err
+}
+
 // Retry tells what to do after an FCALL failed with err: run it again as
 // FCALL (ModeFunctions: the library was missing and is loaded again), as a
 // script (ModeScripts: the server refuses Functions now, and every later

@@ -42,11 +42,9 @@ func (r *rueidisRunner) Run(ctx context.Context, s *Script, keys, args []string,
 		return err
 	}
 	if m == ModeFunctions {
-		err = copyReply(r.checked(r.c.Do(ctx, r.fcall(s, keys, args))), reply)
-		switch r.fn.Retry(ctx, err, r.load) {
-		case ModeFunctions:
+		if m, err = r.fn.Call(ctx, r.load, func() error {
 			return copyReply(r.checked(r.c.Do(ctx, r.fcall(s, keys, args))), reply)
-		case "":
+		}); m != ModeScripts {
 			return err
 		}
 	}

@@ -68,11 +68,9 @@ func (r *runner) Run(ctx context.Context, s *redisstore.Script, keys, args []str
 	}
 	argv := toAny(args)
 	if m == redisstore.ModeFunctions {
-		err = copyReply(r.c.FCall(ctx, s.Function(), keys, argv...), reply)
-		switch r.fn.Retry(ctx, err, r.load) {
-		case redisstore.ModeFunctions:
+		if m, err = r.fn.Call(ctx, r.load, func() error {
 			return copyReply(r.c.FCall(ctx, s.Function(), keys, argv...), reply)
-		case "":
+		}); m != redisstore.ModeScripts {
 			return err
 		}
 	}
@@ -92,11 +90,11 @@ func (r *runner) RunText(ctx context.Context, s *redisstore.Script, keys, args [
 	}
 	argv := toAny(args)
 	if m == redisstore.ModeFunctions {
-		out, err := r.c.FCall(ctx, s.Function(), keys, argv...).StringSlice()
-		switch r.fn.Retry(ctx, err, r.load) {
-		case redisstore.ModeFunctions:
-			return r.c.FCall(ctx, s.Function(), keys, argv...).StringSlice()
-		case "":
+		var out []string
+		if m, err = r.fn.Call(ctx, r.load, func() (err error) {
+			out, err = r.c.FCall(ctx, s.Function(), keys, argv...).StringSlice()
+			return err
+		}); m != redisstore.ModeScripts {
 			return out, err
 		}
 	}
