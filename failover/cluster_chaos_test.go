@@ -45,9 +45,15 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 	// tests' 3, two healthy calls missing the 50 ms timeout on a loaded
 	// machine open their master's breaker, which is not what is measured.
 	window := failover.WithBreaker(failover.BreakerSettings{MinCalls: failover.DefaultMinCalls, Cooldown: chaosCooldown})
-	fs := newChaosStore(rs, failover.FailClosed, &bl, window,
+	// A timeout of 500 ms, not chaosTimeout: what is measured is which
+	// breaker a dead master opens, and on a machine loaded enough healthy
+	// calls missed 50 ms so often that their masters' breakers opened too
+	// (40.8% of the healthy masters' decisions by Redis in one run). A call to
+	// the dead master fails at once (connection refused) either way.
+	timeout := failover.WithTimeout(500 * time.Millisecond)
+	fs := newChaosStore(rs, failover.FailClosed, &bl, window, timeout,
 		failover.WithBreakerPerNode(func(r sluice.Request) string { return rs.NodeOf(r.Policy, r.Key) }))
-	base := newChaosStore(openRedis(t, c.URL()), failover.FailClosed, &breakerLog{}, window)
+	base := newChaosStore(openRedis(t, c.URL()), failover.FailClosed, &breakerLog{}, window, timeout)
 	slotOf := func(key string) int { return redisstore.Slot(rs.Key(chaosPolicy, key)) }
 
 	nodes := clusterNodes(t, c)
@@ -141,10 +147,12 @@ func clusterFailover(t *testing.T, fullCoverage bool) {
 	switch {
 	case otherGap.n == 0:
 		t.Error("no decision on the healthy masters' keys between the kill and the promotion")
-	case !fullCoverage && share(otherGap) < share(baseOtherGap):
+	case !fullCoverage && share(otherGap)+5 < share(baseOtherGap):
 		// Under full coverage the healthy masters answer CLUSTERDOWN until
 		// the promotion whatever the client does, so the two shares are
 		// Redis' alike (32.9% and 33.1% in one run): only logged there.
+		// Five points of slack: when the one breaker happens to stay closed,
+		// the two shares are equal but for noise (97.1% and 98.2% in a run).
 		t.Errorf("a breaker per master made fewer of the healthy masters' decisions Redis' than one breaker")
 	case !fullCoverage && share(otherGap) < 90:
 		// 99.3-99.7% in four runs: the rest are healthy calls that missed
