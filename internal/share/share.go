@@ -186,8 +186,11 @@ func (s *Sharer) recompute(pl *pool) {
 	posts := pl.drain(now, p.Period, interval)
 	demands := posts
 	if s.board != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), max(interval, time.Second))
-		defer cancel()
+		// No timeout of its own: the store's bounds its calls (failover's
+		// timeout, the Redis store's own), and one here, on the wall clock,
+		// ended board calls on a loaded machine while the shares' clock
+		// stood still.
+		ctx := context.Background()
 		board := Board(p.Name)
 		if err := s.board.PostDemand(ctx, board, posts, 3*interval); err != nil {
 			s.onError(err)
