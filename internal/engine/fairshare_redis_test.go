@@ -2,8 +2,8 @@ package engine_test
 
 import (
 	"fmt"
-	"os"
 	"math"
+	"os"
 	"testing"
 	"time"
 
