@@ -47,6 +47,13 @@ local function pack_format(n)
   return f
 end
 
+-- OUT is decide_batch's reply before packing. In the function library it
+-- outlives a call, so a call fills slots that exist instead of growing a new
+-- table (each growth rehashes what it holds, which cost more than the
+-- decisions' arithmetic); values past a call's count are stale and unread.
+-- A table grown past OUT_MAX by a large DecideAll set is let go.
+local OUT, OUT_MAX = {}, 1024
+
 -- pack_doubles packs out[1..o] as little-endian doubles, in chunks: unpack
 -- of a very long list would overflow Lua's stack.
 local function pack_doubles(out, o)
@@ -95,7 +102,7 @@ local function decide_batch(keys, argv)
   if #keys > 1 and #keys <= 128 then -- a large DecideAll set alone reads key by key
     prefetch(keys)
   end
-  local out, o, ki, i = {}, 0, 1, 2
+  local out, o, ki, i = OUT, 0, 1, 2
   local alg, P, L, C, T
   while i <= #argv do
     local tok = argv[i]
@@ -111,12 +118,12 @@ local function decide_batch(keys, argv)
         tonumber(argv[i + 6]), tonumber(argv[i + 7]), tonumber(argv[i + 8]), NOW)
       ki, i = ki + 1, i + 9
     elseif tok == 'm' then
-      local n = tonumber(argv[i + 2])
+      local n, decide, commit = tonumber(argv[i + 2]), alg.decide, alg.commit
       for _ = 1, tonumber(argv[i + 1]) do
         local key = keys[ki]
-        local allowed, remaining, retry, reset, delay, w, reset_at = alg.decide(key, P, L, C, T, n, NOW)
+        local allowed, remaining, retry, reset, delay, w, reset_at = decide(key, P, L, C, T, n, NOW)
         if w then
-          alg.commit(key, w, reset_at)
+          commit(key, w, reset_at)
         end
         out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed and 1 or 0, remaining, retry, reset, delay
         ki, o = ki + 1, o + 5
@@ -152,6 +159,9 @@ local function decide_batch(keys, argv)
       end
       ki, i = ki + 1, to + 1
     end
+  end
+  if o > OUT_MAX then
+    OUT = {}
   end
   return pack_doubles(out, o)
 end
