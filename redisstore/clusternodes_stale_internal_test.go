@@ -97,27 +97,11 @@ func TestSlotMapReadingsAreRateLimited(t *testing.T) {
 	}
 }
 
-// clusterSlotsCalls counts the CLUSTER SLOTS commands every node has served.
+// clusterSlotsCalls counts the readings of the slot map (CLUSTER SHARDS and
+// CLUSTER SLOTS) every node has served.
 func clusterSlotsCalls(t *testing.T, cl *redistest.Cluster) int {
 	t.Helper()
-	total := 0
-	for _, node := range cl.Nodes {
-		out, err := node.Do("INFO", "commandstats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(out, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_cluster|slots:calls="); ok {
-				calls, _, _ := strings.Cut(rest, ",")
-				n, err := strconv.Atoi(calls)
-				if err != nil {
-					t.Fatalf("INFO commandstats: %q", line)
-				}
-				total += n
-			}
-		}
-	}
-	return total
+	return clusterCalls(t, cl, "shards") + clusterCalls(t, cl, "slots")
 }
 
 func TestSlotTableSameOwners(t *testing.T) {

@@ -34,8 +34,10 @@
 // package redisstore/goredis runs the same scripts on a go-redis client.
 // NodeOf names the server (shard or Cluster master) that holds a key, for a
 // circuit breaker per node (failover.WithBreakerPerNode); on a Cluster the
-// store reads the slot map itself for that, every second while in use and
-// at once after a call fails in a way that says the map may have changed.
+// store reads the slot owners itself for that, with CLUSTER SHARDS (CLUSTER
+// SLOTS on a server that refuses SHARDS), every second while in use and at
+// once after a call fails in a way that says the map may have changed: a
+// MOVED reply that reaches the store, CLUSTERDOWN, TRYAGAIN or no reply.
 //
 // The scripts compute exactly what sluice.Decide computes, with the same
 // integer formulas: Lua's numbers are doubles, exact for the integers below
