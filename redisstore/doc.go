@@ -170,8 +170,10 @@
 //     largest RetryAfter (the common case under load: one round trip, no
 //     writes). Otherwise it reserves the requests one by one in key order, and
 //     if one is denied after all — another client was quicker — refunds the
-//     reservations made so far and denies the set. Each node decides on its
-//     own TIME. A refund undoes exactly the reserved cost: the window count or
+//     reservations made so far and denies the set. The reservations and the
+//     refunds queue with the Decides of their keys' nodes and share their
+//     calls (Batching), as a lone Decide does; the dry run does not. Each
+//     node decides on its own TIME. A refund undoes exactly the reserved cost: the window count or
 //     the log entry goes, and a bucket's TAT or missing credit moves back by
 //     cost·T, less any refill the units may have absorbed meanwhile, so that a
 //     refund never leaves a bucket fuller than it would be without the
