@@ -216,7 +216,7 @@ proxy:
 		"    - limits: [{policy: tokens, key: ip, charge_header: [a]}]\n":      `proxy.routes[0].limits[0].charge_header`,
 		"    - limits: [{policy: tokens, key: ip, cost: -1}]\n":                `proxy.routes[0].limits[0].cost: must be 0 (a peek) or more, got -1`,
 		"    - limits: [{policy: tokens, key: ip, cost: 1.5}]\n":               `proxy.routes[0].limits[0].cost: must be a whole number`,
-		"    - limits: [{policy: inflight, key: ip, cost: 0}]\n":              `proxy.routes[0].limits[0].cost: policy "inflight" is a concurrency limit: a request holds one slot`,
+		"    - limits: [{policy: inflight, key: ip, cost: 0}]\n":               `proxy.routes[0].limits[0].cost: policy "inflight" is a concurrency limit: a request holds one slot`,
 	} {
 		if _, err := Parse("t.yaml", []byte(policies+route)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want %q", route, err, want)
