@@ -99,19 +99,7 @@ func TestSlotMapReadAgainOnMoved(t *testing.T) {
 	const key = "moved:{1}"
 	slot := Slot(key)
 	from := r.nodes.of(slot)
-	target := cl.Nodes[slices.IndexFunc(cl.Nodes, func(n *redistest.Server) bool { return n.Addr() != from })]
-	to := target.Addr()
-	id, err := target.Do("CLUSTER", "MYID")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The slot holds no key, so it may be given away at once: first to its
-	// new owner, then everywhere else.
-	for _, n := range append([]*redistest.Server{target}, cl.Nodes...) {
-		if out, err := n.Do("CLUSTER", "SETSLOT", strconv.Itoa(slot), "NODE", strings.TrimSpace(id)); err != nil || out != "OK" {
-			t.Fatalf("CLUSTER SETSLOT %d NODE %s on %s: %q, %v", slot, to, n.Addr(), out, err)
-		}
-	}
+	_, to := giveSlotAway(t, cl, slot, from)
 	old, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{from}, ForceSingleClient: true, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
