@@ -91,7 +91,14 @@ func TestChargeHeaderBadValue(t *testing.T) {
 // A client that goes away while the upstream's answer streams is charged
 // the usage the upstream reported.
 func TestChargeHeaderClientGone(t *testing.T) {
+	// Only the first request (?hold) reports usage and streams until its
+	// client goes; the polls below answer at once, charging nothing, since
+	// one admitted before the charge lands must not hang the test.
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !r.URL.Query().Has("hold") {
+			io.WriteString(w, "answer")
+			return
+		}
 		w.Header().Set("X-Tokens-Used", "15")
 		io.WriteString(w, "the start")
 		w.(http.Flusher).Flush()
@@ -101,7 +108,7 @@ func TestChargeHeaderClientGone(t *testing.T) {
 	p := startProxy(t, chargeConfig, upstream.URL)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/chat", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/chat?hold", nil)
 	req.Header.Set("X-User", "carol")
 	resp, err := p.Client().Do(req)
 	if err != nil {
