@@ -51,6 +51,14 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 			e.replyLen += replyLen
 			i++
 			continue
+		case opHold:
+			a.str("h")
+			a.policy(w.reqs[0].Policy)
+			a.int(w.reqs[0].Cost)
+			e.keys = append(e.keys, w.keys[0])
+			e.replyLen += replyLen
+			i++
+			continue
 		case opRelease:
 			a.str("r")
 			a.policy(w.reqs[0].Policy)

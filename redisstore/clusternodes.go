@@ -22,7 +22,7 @@ const (
 	// use: a replica promoted in place of a dead master gets the master's
 	// keys (and a breaker of its own) within about this long.
 	nodesRefresh = time.Second
-	// nodesAskTimeout bounds the wait for one node's CLUSTER SLOTS: a
+	// nodesAskTimeout bounds the wait for one node's slot map: a
 	// stalled node must not hold up the refresh (the next node is asked).
 	nodesAskTimeout = 500 * time.Millisecond
 	// nodesRefreshTimeout bounds a whole refresh.
@@ -42,7 +42,7 @@ const (
 // master within it; on a Cluster the address ("host:port") of the master
 // serving the key's slot,
 // as the store last read the slot map (it reads it again every second while
-// in use, and at once after a call fails with a redirect, CLUSTERDOWN,
+// in use, and at once after a call fails with MOVED, CLUSTERDOWN,
 // TRYAGAIN or a connection error); "" for a single Redis, for a Cluster before the map is read, and
 // for a Runner of another client library.
 func (s *Store) NodeOf(p *sluice.Policy, key string) string {
@@ -132,6 +132,9 @@ type clusterNodes struct {
 	began  atomic.Int64 // unix ns when the last reading began
 	watch  atomic.Int64 // unix ns until which to read until the map changes
 	busy   atomic.Bool  // a reading is in flight
+	// noShards is set once a server refused CLUSTER SHARDS: read CLUSTER
+	// SLOTS instead (clustershards.go).
+	noShards atomic.Bool
 }
 
 // slotTable is one reading of the slot map.
@@ -140,7 +143,7 @@ type slotTable struct {
 	masters []string             // masters[0] is "": no master known
 }
 
-// slotRange is one line of CLUSTER SLOTS: slots from to to (inclusive) are
+// slotRange is one range of a slot map: slots from to to (inclusive) are
 // served by master.
 type slotRange struct {
 	from, to int64
@@ -213,16 +216,19 @@ func (n *clusterNodes) refreshAsync() {
 }
 
 // mapMayBeStale reports whether err, a call's failure on a Cluster, may mean
-// the slot map changed: a redirect rueidis did not follow, CLUSTERDOWN,
-// TRYAGAIN, or no reply at all (a refused or lost connection, a timeout) —
-// not an error a script returned, nor a caller that gave up.
+// the slot map changed: a MOVED reply rueidis did not follow (rueidis'
+// IsRedirect is Valkey's REDIRECT only, so MOVED is asked for by itself),
+// CLUSTERDOWN, TRYAGAIN, or no reply at all (a refused or lost connection, a
+// timeout) — not an error a script returned, nor a caller that gave up. ASK
+// is not: the slot is being migrated and its owner has not changed yet.
 func mapMayBeStale(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
 	if e, ok := rueidis.IsRedisErr(err); ok {
+		_, moved := e.IsMoved()
 		_, redirect := e.IsRedirect()
-		return redirect || e.IsClusterDown() || e.IsTryAgain()
+		return moved || redirect || e.IsClusterDown() || e.IsTryAgain()
 	}
 	return true
 }
@@ -232,9 +238,10 @@ func mapMayBeStale(err error) bool {
 // most nodesAskTimeout.
 func (n *clusterNodes) refresh(ctx context.Context) error {
 	var errs []error
-	for addr, node := range n.client.Nodes() {
+	nodes := n.client.Nodes()
+	for addr, node := range nodes {
 		actx, cancel := context.WithTimeout(ctx, nodesAskTimeout)
-		reply, err := node.Do(actx, node.B().ClusterSlots().Build()).ToArray()
+		ranges, err := n.readSlotMap(actx, addr, node, nodes)
 		cancel()
 		if err != nil {
 			errs = append(errs, err)
@@ -243,10 +250,10 @@ func (n *clusterNodes) refresh(ctx context.Context) error {
 			}
 			continue
 		}
-		n.table.Store(newSlotTable(slotRanges(reply, addr), n.table.Load()))
+		n.table.Store(newSlotTable(ranges, n.table.Load()))
 		return nil
 	}
-	return errors.Join(append(errs, errors.New("redisstore: no Cluster node answered CLUSTER SLOTS"))...)
+	return errors.Join(append(errs, errors.New("redisstore: no Cluster node answered CLUSTER SHARDS or CLUSTER SLOTS"))...)
 }
 
 // slotRanges reads a CLUSTER SLOTS reply: [from, to, [host, port, id, …],

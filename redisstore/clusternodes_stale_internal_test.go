@@ -97,27 +97,11 @@ func TestSlotMapReadingsAreRateLimited(t *testing.T) {
 	}
 }
 
-// clusterSlotsCalls counts the CLUSTER SLOTS commands every node has served.
+// clusterSlotsCalls counts the readings of the slot map (CLUSTER SHARDS and
+// CLUSTER SLOTS) every node has served.
 func clusterSlotsCalls(t *testing.T, cl *redistest.Cluster) int {
 	t.Helper()
-	total := 0
-	for _, node := range cl.Nodes {
-		out, err := node.Do("INFO", "commandstats")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(out, "\n") {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_cluster|slots:calls="); ok {
-				calls, _, _ := strings.Cut(rest, ",")
-				n, err := strconv.Atoi(calls)
-				if err != nil {
-					t.Fatalf("INFO commandstats: %q", line)
-				}
-				total += n
-			}
-		}
-	}
-	return total
+	return clusterCalls(t, cl, "shards") + clusterCalls(t, cl, "slots")
 }
 
 func TestSlotTableSameOwners(t *testing.T) {
@@ -147,6 +131,25 @@ func TestSlotTableSameOwners(t *testing.T) {
 	}
 }
 
+// giveSlotAway moves slot, which must hold no key, from its owner from to
+// another master, and returns that master and its address.
+func giveSlotAway(t *testing.T, cl *redistest.Cluster, slot int, from string) (*redistest.Server, string) {
+	t.Helper()
+	target := cl.Nodes[slices.IndexFunc(cl.Nodes, func(n *redistest.Server) bool { return n.Addr() != from })]
+	id, err := target.Do("CLUSTER", "MYID")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The slot holds no key, so it may be given away at once: first to its
+	// new owner, then everywhere else.
+	for _, n := range append([]*redistest.Server{target}, cl.Nodes...) {
+		if out, err := n.Do("CLUSTER", "SETSLOT", strconv.Itoa(slot), "NODE", strings.TrimSpace(id)); err != nil || strings.TrimSpace(out) != "OK" {
+			t.Fatalf("CLUSTER SETSLOT %d NODE %s on %s: %q, %v", slot, target.Addr(), n.Addr(), out, err)
+		}
+	}
+	return target, target.Addr()
+}
+
 // A slot moved by resharding: the client follows the MOVED replies by itself,
 // so no call fails, and the map shows the new owner at its next periodic
 // reading; decisions go on meanwhile.
@@ -157,20 +160,7 @@ func TestSlotMapFollowsAMovedSlot(t *testing.T) {
 	const key = "user:2"
 	testwait.Until(t, "NodeOf names the key's master", func() bool { return s.NodeOf(p, key) != "" })
 	from := s.NodeOf(p, key)
-	slot := strconv.Itoa(Slot(s.Key(p, key)))
-	target := cl.Nodes[slices.IndexFunc(cl.Nodes, func(n *redistest.Server) bool { return n.Addr() != from })]
-	to := target.Addr()
-	id, err := target.Do("CLUSTER", "MYID")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The slot holds no key yet, so it may be given away at once: first to
-	// its new owner, then everywhere else.
-	for _, n := range append([]*redistest.Server{target}, cl.Nodes...) {
-		if out, err := n.Do("CLUSTER", "SETSLOT", slot, "NODE", strings.TrimSpace(id)); err != nil || strings.TrimSpace(out) != "OK" {
-			t.Fatalf("CLUSTER SETSLOT %s NODE %s on %s: %q, %v", slot, to, n.Addr(), out, err)
-		}
-	}
+	target, to := giveSlotAway(t, cl, Slot(s.Key(p, key)), from)
 	ctx := context.Background()
 	decided := 0
 	testwait.Until(t, "NodeOf names the slot's new owner "+to, func() bool {

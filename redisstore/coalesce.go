@@ -64,6 +64,7 @@ type waiter struct {
 	op      op
 	upTo    int64              // a reservation's most units
 	res     sluice.Reservation // a reservation's answer; a release's, to give back from
+	held    []int64            // a hold's reply, replyLen values, set by the call
 }
 
 // op is what a waiter asks for. Every kind shares the queues and the calls:
@@ -77,6 +78,7 @@ const (
 	opReserve           // a Reserve of reqs[0].Cost to upTo units (reserve.go)
 	opRelease           // a Release of reqs[0].Cost units of res
 	opCharge            // a Charge, or a ChargeAll set on one node (charge.go), queued apart
+	opHold              // a Decide replying its refunds' refs too (held): a spread set's reservation (crossslot.go)
 )
 
 // submit decides w in the queue of its node: at once if no call is in flight
@@ -256,6 +258,9 @@ func (w *waiter) read(reply []int64, off int) int {
 	switch w.op {
 	case opReserve:
 		w.res = reservation(w.reqs[0].Policy, reply[off:off+replyLen])
+		return off + replyLen
+	case opHold:
+		copy(w.held, reply[off:off+replyLen])
 		return off + replyLen
 	case opRelease:
 		return off

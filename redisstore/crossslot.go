@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/sluicehq/sluice"
 )
@@ -14,9 +15,12 @@ import (
 //     pipelined round trip per node). If any denies, the set is denied with
 //     the largest RetryAfter and nothing has been written — the common case
 //     under load costs one round trip and no writes.
-//  2. Reserve: admit the requests one at a time, in key order. If one is
-//     denied after all (another client got there since the dry run), refund
-//     the reservations made so far and deny the set.
+//  2. Reserve: admit the requests one at a time, in key order, each as a lone
+//     Decide in the queue of its key's node (coalesce.go), so that under load
+//     it shares a call with what is queued there. If one is denied after all
+//     (another client got there since the dry run), refund the reservations
+//     made so far (releases in the same queues) and deny the set. With a
+//     client clock each reservation is decided at its call's instant.
 //
 // The key order makes two sets that share keys contend on their first shared
 // key before either holds anything else, instead of each reserving a part
@@ -68,7 +72,7 @@ func (s *Store) decideSpread(ctx context.Context, reqs []sluice.Request, keys []
 	})
 	for k, i := range order {
 		reply := held[i*replyLen : (i+1)*replyLen]
-		err := s.run.Run(ctx, calls[i].Script, calls[i].Keys, s.requestArgs(modeWrite, reqs[i], now, false, 0, 0), reply)
+		err := s.hold(ctx, reqs[i], keys[i], reply)
 		if err != nil {
 			// This reservation may or may not have been applied; if it was,
 			// its units stay consumed until they expire (never over-admits).
@@ -100,9 +104,20 @@ func deny(reqs []sluice.Request, dry []int64, wait int64, results []sluice.Resul
 	}
 }
 
-// refund undoes the reservations idx of held, together. It runs even when the
-// caller's context is done — a reservation left in place would deny others
-// until it expires — under a timeout of its own (never unbounded).
+// hold makes one reservation of a spread set, as a lone Decide, in the queue
+// of its key's node (coalesce.go): under load it shares a call with what is
+// queued there. reply gets the decision and the refs a refund needs.
+func (s *Store) hold(ctx context.Context, req sluice.Request, key string, reply []int64) error {
+	w := &waiter{ctx: ctx, op: opHold, held: reply}
+	w.one[0], w.oneKey[0] = req, key
+	w.reqs, w.keys = w.one[:], w.oneKey[:]
+	return s.submit(w)
+}
+
+// refund undoes the reservations idx of held, together: each a release in
+// the queue of its key's node (coalesce.go). It runs even when the caller's
+// context is done — a reservation left in place would deny others until it
+// expires — under a timeout of its own (never unbounded).
 func (s *Store) refund(ctx context.Context, reqs []sluice.Request, keys []string, held []int64, idx []int) {
 	if len(idx) == 0 {
 		return
@@ -113,19 +128,15 @@ func (s *Store) refund(ctx context.Context, reqs []sluice.Request, keys []string
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	now := s.now()
-	replies := make([]int64, len(idx)*replyLen)
-	calls := make([]Call, len(idx))
-	for j, i := range idx {
-		h := held[i*replyLen : (i+1)*replyLen]
-		calls[j] = Call{
-			Script: scriptFor(reqs[i].Policy.Algorithm),
-			Keys:   keys[i : i+1 : i+1],
-			Args:   s.requestArgs(modeRefund, reqs[i], now, true, h[replyRef1], h[replyRef2]),
-			Reply:  replies[j*replyLen : (j+1)*replyLen],
-		}
-	}
 	// Errors are dropped: the set is denied either way, and units that could
 	// not be given back only make the limit stricter until they expire.
-	s.run.RunMulti(ctx, calls)
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		h := held[i*replyLen : (i+1)*replyLen]
+		w := &waiter{ctx: ctx, op: opRelease, res: sluice.Reservation{Ref1: h[replyRef1], Ref2: h[replyRef2]}}
+		w.one[0], w.oneKey[0] = reqs[i], keys[i]
+		w.reqs, w.keys = w.one[:], w.oneKey[:]
+		wg.Go(func() { _ = s.submit(w) })
+	}
+	wg.Wait()
 }

@@ -34,8 +34,10 @@
 // package redisstore/goredis runs the same scripts on a go-redis client.
 // NodeOf names the server (shard or Cluster master) that holds a key, for a
 // circuit breaker per node (failover.WithBreakerPerNode); on a Cluster the
-// store reads the slot map itself for that, every second while in use and
-// at once after a call fails in a way that says the map may have changed.
+// store reads the slot owners itself for that, with CLUSTER SHARDS (CLUSTER
+// SLOTS on a server that refuses SHARDS), every second while in use and at
+// once after a call fails in a way that says the map may have changed: a
+// MOVED reply that reaches the store, CLUSTERDOWN, TRYAGAIN or no reply.
 //
 // The scripts compute exactly what sluice.Decide computes, with the same
 // integer formulas: Lua's numbers are doubles, exact for the integers below
@@ -168,8 +170,10 @@
 //     largest RetryAfter (the common case under load: one round trip, no
 //     writes). Otherwise it reserves the requests one by one in key order, and
 //     if one is denied after all — another client was quicker — refunds the
-//     reservations made so far and denies the set. Each node decides on its
-//     own TIME. A refund undoes exactly the reserved cost: the window count or
+//     reservations made so far and denies the set. The reservations and the
+//     refunds queue with the Decides of their keys' nodes and share their
+//     calls (Batching), as a lone Decide does; the dry run does not. Each
+//     node decides on its own TIME. A refund undoes exactly the reserved cost: the window count or
 //     the log entry goes, and a bucket's TAT or missing credit moves back by
 //     cost·T, less any refill the units may have absorbed meanwhile, so that a
 //     refund never leaves a bucket fuller than it would be without the

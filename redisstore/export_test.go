@@ -22,10 +22,22 @@ func OnBatch(s *Store, f func([]BatchItem)) {
 	s.onBatch = func(order []*waiter) {
 		items := make([]BatchItem, len(order))
 		for i, w := range order {
-			items[i] = BatchItem{Reqs: w.reqs, All: w.all, Results: append([]sluice.Result(nil), w.results...)}
+			items[i] = BatchItem{Reqs: w.reqs, All: w.all, Results: holdResults(w)}
 		}
 		f(items)
 	}
+}
+
+// holdResults returns w's results: a hold's (a spread set's reservation,
+// answered like a lone Decide) from its reply.
+func holdResults(w *waiter) []sluice.Result {
+	if w.op == opHold {
+		if w.err != nil {
+			return nil
+		}
+		return []sluice.Result{result(w.reqs[0].Policy, w.held)}
+	}
+	return append([]sluice.Result(nil), w.results...)
 }
 
 // CheckAlone decides the item's requests alone on ref (a store at the same

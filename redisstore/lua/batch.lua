@@ -47,6 +47,13 @@ local function pack_format(n)
   return f
 end
 
+-- OUT is decide_batch's reply before packing. In the function library it
+-- outlives a call, so a call fills slots that exist instead of growing a new
+-- table (each growth rehashes what it holds, which cost more than the
+-- decisions' arithmetic); values past a call's count are stale and unread.
+-- A table grown past OUT_MAX by a large DecideAll set is let go.
+local OUT, OUT_MAX = {}, 1024
+
 -- pack_doubles packs out[1..o] as little-endian doubles, in chunks: unpack
 -- of a very long list would overflow Lua's stack.
 local function pack_doubles(out, o)
@@ -82,6 +89,10 @@ end
 --   'v', code, P, L, C, T, n, m  a reservation of n to m units (reserve.lua),
 --                                replying granted, remaining, retry_after,
 --                                reset_after, delay, ref1, ref2;
+--   'h', code, P, L, C, T, n     one request decided and written as a lone
+--                                Decide is, replying its ref1, ref2 too (a
+--                                reservation of a set whose keys are on
+--                                several nodes, crossslot.go);
 --   'r', code, P, L, C, T, n, ref1, ref2
 --                                a refund of n units admitted with ref1,
 --                                ref2 (main.lua's mode 'r'), replying nothing.
@@ -89,13 +100,14 @@ end
 -- writes it once, after the last (HOLD; the sliding log's list excepted); the
 -- string states of all the keys are read with one MGET first.
 -- Reply: allowed, remaining, retry_after, reset_after, delay per request (a
--- reservation's seven, a refund's none), in order, as packed doubles.
+-- reservation's and a held request's seven, a refund's none), in order, as
+-- packed doubles.
 local function decide_batch(keys, argv)
   init(argv[1])
   if #keys > 1 and #keys <= 128 then -- a large DecideAll set alone reads key by key
     prefetch(keys)
   end
-  local out, o, ki, i = {}, 0, 1, 2
+  local out, o, ki, i = OUT, 0, 1, 2
   local alg, P, L, C, T
   while i <= #argv do
     local tok = argv[i]
@@ -106,17 +118,26 @@ local function decide_batch(keys, argv)
     elseif tok == 'v' then
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = reserve_held(ALG[argv[i + 1]], keys[ki], argv, i + 2)
       ki, i, o = ki + 1, i + 8, o + 7
+    elseif tok == 'h' then
+      local alg, key = ALG[argv[i + 1]], keys[ki]
+      local allowed, remaining, retry, reset, delay, w, reset_at, r1, r2 = alg.decide(key, tonumber(argv[i + 2]), tonumber(argv[i + 3]),
+        tonumber(argv[i + 4]), tonumber(argv[i + 5]), tonumber(argv[i + 6]), NOW)
+      if w then
+        alg.commit(key, w, reset_at)
+      end
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = allowed and 1 or 0, remaining, retry, reset, delay, r1 or 0, r2 or 0
+      ki, i, o = ki + 1, i + 7, o + 7
     elseif tok == 'r' then
       ALG[argv[i + 1]].refund(keys[ki], tonumber(argv[i + 2]), tonumber(argv[i + 3]), tonumber(argv[i + 4]), tonumber(argv[i + 5]),
         tonumber(argv[i + 6]), tonumber(argv[i + 7]), tonumber(argv[i + 8]), NOW)
       ki, i = ki + 1, i + 9
     elseif tok == 'm' then
-      local n = tonumber(argv[i + 2])
+      local n, decide, commit = tonumber(argv[i + 2]), alg.decide, alg.commit
       for _ = 1, tonumber(argv[i + 1]) do
         local key = keys[ki]
-        local allowed, remaining, retry, reset, delay, w, reset_at = alg.decide(key, P, L, C, T, n, NOW)
+        local allowed, remaining, retry, reset, delay, w, reset_at = decide(key, P, L, C, T, n, NOW)
         if w then
-          alg.commit(key, w, reset_at)
+          commit(key, w, reset_at)
         end
         out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = allowed and 1 or 0, remaining, retry, reset, delay
         ki, o = ki + 1, o + 5
@@ -152,6 +173,9 @@ local function decide_batch(keys, argv)
       end
       ki, i = ki + 1, to + 1
     end
+  end
+  if o > OUT_MAX then
+    OUT = {}
   end
   return pack_doubles(out, o)
 end

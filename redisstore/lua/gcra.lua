@@ -10,9 +10,9 @@ local function gcra_get(key)
     local tat, tol = string.match(v, '^(-?%d+):?(%d*)$')
     return tonumber(tat), tonumber(tol) or 0
   elseif #v == 9 then
-    return (struct.unpack('<xd', v)), 0
+    return (SUNPACK('<xd', v)), 0
   end
-  local tat, tol = struct.unpack('<xdd', v)
+  local tat, tol = SUNPACK('<xdd', v)
   return tat, tol
 end
 
@@ -28,13 +28,17 @@ local function gcra_at(key, C, T, now)
   if kept == 0 then
     kept = tolerance
   end
-  return stored, tolerance, math.max(now, stored - kept)
+  local earliest = stored - kept
+  return stored, tolerance, earliest > now and earliest or now
 end
 
-local function gcra_decide(key, P, L, C, T, n, now)
+-- gcra_decide is ALG.gc.decide, called directly (a wrapper's call costs
+-- more than its work). With shaper set (the leaky bucket) the delay it
+-- reports is the admitted request's wait; GCRA's is 0.
+local function gcra_decide(key, P, L, C, T, n, now, shaper)
   local stored, tolerance
   stored, tolerance, now = gcra_at(key, C, T, now)
-  local tat = math.max(stored, now)
+  local tat = stored > now and stored or now
   local wait = tat - now
   local allowed, retry = false, 0
   local ask = (n > 0 and n or 1) * T -- a peek asks for one unit's room
@@ -44,15 +48,20 @@ local function gcra_decide(key, P, L, C, T, n, now)
   else
     retry = wait + ask - tolerance
   end
-  local remaining = tdiv(math.max(0, tolerance - (tat - now)), T)
+  local delay = 0
+  if shaper and allowed and n > 0 then
+    delay = wait -- a peek admits nothing, so nothing waits
+  end
+  local room = tolerance - (tat - now)
+  local remaining = room > 0 and tdiv(room, T) or 0
   if tat <= now then
-    return allowed, remaining, retry, 0, wait
+    return allowed, remaining, retry, 0, delay
   end
   local w
   if allowed and n > 0 then
     w = enc2(tat, tolerance)
   end
-  return allowed, remaining, retry, tat - now, wait, w, tat, tat, now
+  return allowed, remaining, retry, tat - now, delay, w, tat, tat, now
 end
 
 -- gcra_refund moves TAT back by n*T. If nobody else was admitted since (TAT
@@ -78,10 +87,7 @@ local function gcra_refund(key, P, L, C, T, n, tat1, t0, now)
 end
 
 ALG.gc = {
-  decide = function(key, P, L, C, T, n, now)
-    local allowed, remaining, retry, reset, _, w, reset_at, r1, r2 = gcra_decide(key, P, L, C, T, n, now)
-    return allowed, remaining, retry, reset, 0, w, reset_at, r1, r2
-  end,
+  decide = gcra_decide,
   commit = put,
   refund = gcra_refund,
 }

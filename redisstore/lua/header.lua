@@ -30,6 +30,10 @@ local ALG = {}
 -- outlive a call, so init sets both on every call.
 local NOW, SRV = 0, 0
 
+-- EXP_AT is the reset_at whose expiry EXP_ARG holds (see expiry_arg), nil
+-- when none: it holds for one call only, as SRV does.
+local EXP_AT = nil
+
 local function servertime()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -48,9 +52,15 @@ local HOLD, HELD, HELD_VAL, DIRTY, HELD_AT = false, false, false, false, 0
 -- a GET per key. In the function library it outlives a call, so init clears it.
 local FETCHED = nil
 
+-- SPACK and SUNPACK are struct.pack and struct.unpack, which states are
+-- written and read with, set by init: an upvalue costs less than two table
+-- look-ups per use, and the library cannot bind them when it loads.
+local SPACK, SUNPACK
+
 -- init reads the clock: ARGV's now when the client passes one, else TIME.
 local function init(arg)
-  HOLD, HELD, HELD_VAL, DIRTY, FETCHED = false, false, false, false, nil
+  HOLD, HELD, HELD_VAL, DIRTY, FETCHED, EXP_AT = false, false, false, false, nil, nil
+  SPACK, SUNPACK = struct.pack, struct.unpack
   local now = tonumber(arg)
   if now then
     NOW, SRV = now, 0
@@ -78,16 +88,27 @@ local function tdiv(a, b)
   return q
 end
 
--- expiry is the Unix ms for PEXPIREAT or PXAT that keeps a key until its
--- state is initial: at reset_at on the store's clock, which is (reset_at -
--- NOW) µs after the server's now. With server time the two are one instant.
--- With a client clock the later of the two is kept, so a client clock running
--- behind the server's cannot expire state early — early expiry forgets
--- consumption and over-admits — and a test clock set in the future keeps
--- state exactly as long as it says. An expiry at w keeps a key through the
--- whole millisecond w, so w = ceil(t / 1000) - 1 keeps it until t and less
--- than 1ms longer.
-local function expiry(reset_at)
+-- EXP_MS and EXP_ARG hold the last expiry as a number and as the text given
+-- to Redis: a number argument is formatted by Redis with %.17g, which costs
+-- more than a SET's own work, while the keys of a batch mostly expire in the
+-- same millisecond (a window's end; a bucket far from its limit).
+local EXP_MS, EXP_ARG = 0, '0'
+
+-- expiry_arg is the Unix ms for PEXPIREAT or PXAT, as the text of an
+-- integer, that keeps a key until its state is initial: at reset_at on the
+-- store's clock, which is (reset_at - NOW) µs after the server's now. With
+-- server time the two are one instant. With a client clock the later of the
+-- two is kept, so a client clock running behind the server's cannot expire
+-- state early — early expiry forgets consumption and over-admits — and a test
+-- clock set in the future keeps state exactly as long as it says. An expiry
+-- at w keeps a key through the whole millisecond w, so w = ceil(t / 1000) - 1
+-- keeps it until t and less than 1ms longer. Within a call the same reset_at
+-- gives the same text (EXP_AT, which init clears): a batch's keys mostly
+-- reset at one instant.
+local function expiry_arg(reset_at)
+  if reset_at == EXP_AT then
+    return EXP_ARG
+  end
   if SRV == 0 then
     SRV = servertime()
   end
@@ -95,21 +116,11 @@ local function expiry(reset_at)
   if reset_at > t then
     t = reset_at
   end
-  return tdiv(t + 999, 1000) - 1
-end
-
--- EXP_MS and EXP_ARG hold the last expiry as a number and as the text given
--- to Redis: a number argument is formatted by Redis with %.17g, which costs
--- more than a SET's own work, while the keys of a batch mostly expire in the
--- same millisecond (a window's end; a bucket far from its limit).
-local EXP_MS, EXP_ARG = 0, '0'
-
--- expiry_arg is expiry(reset_at) as the text of an integer.
-local function expiry_arg(reset_at)
-  local ms = expiry(reset_at)
+  local ms = tdiv(t + 999, 1000) - 1
   if ms ~= EXP_MS then
     EXP_MS, EXP_ARG = ms, string.format('%d', ms)
   end
+  EXP_AT = reset_at
   return EXP_ARG
 end
 
@@ -184,15 +195,15 @@ end
 -- that does not start with a zero byte is the decimal text ("a", "a:b",
 -- "a:b:c") of an earlier version of Sluice, still read.
 local function enc1(a)
-  return struct.pack('<xd', a)
+  return SPACK('<xd', a)
 end
 
 local function enc2(a, b)
-  return struct.pack('<xdd', a, b)
+  return SPACK('<xdd', a, b)
 end
 
 local function enc3(a, b, c)
-  return struct.pack('<xddd', a, b, c)
+  return SPACK('<xddd', a, b, c)
 end
 
 local function get1(key)
@@ -202,7 +213,7 @@ local function get1(key)
   elseif string.byte(v) ~= 0 then
     return tonumber(v)
   end
-  return (struct.unpack('<xd', v))
+  return (SUNPACK('<xd', v))
 end
 
 local function get2(key)
@@ -213,7 +224,7 @@ local function get2(key)
     local a, b = string.match(v, '^(-?%d+):(-?%d+)$')
     return tonumber(a), tonumber(b)
   end
-  local a, b = struct.unpack('<xdd', v)
+  local a, b = SUNPACK('<xdd', v)
   return a, b
 end
 
@@ -225,6 +236,6 @@ local function get3(key)
     local a, b, c = string.match(v, '^(-?%d+):(-?%d+):(-?%d+)$')
     return tonumber(a), tonumber(b), tonumber(c)
   end
-  local a, b, c = struct.unpack('<xddd', v)
+  local a, b, c = SUNPACK('<xddd', v)
   return a, b, c
 end
