@@ -23,6 +23,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,4 +223,30 @@ func (s *Sharer) recompute(pl *pool, now int64) {
 		}
 	}
 	pl.table.Store(allocate(p, demands))
+}
+
+// Stats is one fair-share policy's shares in force on this node.
+type Stats struct {
+	Policy string
+	// Tenants is how many tenants have a share: those asking, on any node,
+	// as of the last recomputation.
+	Tenants int
+	// Level is the limit, in units per period of the policy, of a tenant
+	// of weight 1 not on the board yet: while some tenants ask for more
+	// than they get, the water level (their limit per unit of weight);
+	// otherwise an equal part of the limit.
+	Level float64
+}
+
+// Stats returns the shares in force of every policy asked about, by policy
+// name. It is O(policies), whatever the number of tenants.
+func (s *Sharer) Stats() []Stats {
+	pools := *s.pools.Load()
+	out := make([]Stats, 0, len(pools))
+	for name, pl := range pools {
+		t := pl.table.Load()
+		out = append(out, Stats{Policy: name, Tenants: len(t.of), Level: t.newcomer.rate})
+	}
+	slices.SortFunc(out, func(a, b Stats) int { return strings.Compare(a.Policy, b.Policy) })
+	return out
 }
