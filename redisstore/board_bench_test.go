@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,7 +74,8 @@ func resetSlowlog(b *testing.B, c rueidis.Client) {
 }
 
 // slowest returns the longest, the median and the 99th percentile time of
-// the commands in the slow log, in ms.
+// the store's calls (its scripts, each with the commands it ran) in the slow
+// log, in ms.
 func slowest(b *testing.B, c rueidis.Client) (most, median, p99 float64) {
 	entries, err := c.Do(context.Background(), c.B().SlowlogGet().Count(-1).Build()).ToArray()
 	if err != nil {
@@ -89,7 +91,14 @@ func slowest(b *testing.B, c rueidis.Client) (most, median, p99 float64) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		times = append(times, us)
+		args, err := f[3].AsStrSlice()
+		if err != nil || len(args) == 0 {
+			b.Fatalf("a slow log entry's command: %v", err)
+		}
+		switch strings.ToUpper(args[0]) {
+		case "FCALL", "EVALSHA", "EVAL": // a call of the store's, not one a script made
+			times = append(times, us)
+		}
 	}
 	if len(times) == 0 {
 		return 0, 0, 0
