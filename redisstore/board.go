@@ -31,54 +31,100 @@ var errNoText = errors.New("redisstore: the store's Runner cannot return text re
 // on a Cluster.
 func (s *Store) BoardKey(board string) string { return s.prefix + "board:{" + board + "}" }
 
-// PostDemand implements sluice.DemandBoard: one script run, whatever the
-// number of entries.
+// boardChunk is how many entries one call of a post or a read handles at
+// most: at 100,000 members one call would keep Redis from every other
+// client for seconds, while a call of this many takes about a millisecond.
+const boardChunk = 500
+
+// PostDemand implements sluice.DemandBoard: one script run per boardChunk
+// entries, all posted at the same instant. Each run is bounded by the
+// store's timeout on its own.
 func (s *Store) PostDemand(ctx context.Context, board string, entries []sluice.Demand, ttl time.Duration) error {
 	if ttl <= 0 {
 		return errors.New("redisstore: PostDemand needs a TTL above 0")
 	}
-	if len(entries) == 0 {
-		return nil
-	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	args := make([]string, 0, 2+2*len(entries))
-	args = append(args, strconv.FormatInt(s.now(), 10), strconv.FormatInt(max(1, int64(ttl/time.Microsecond)), 10))
-	for _, d := range entries {
-		args = append(args, d.Member, strconv.FormatFloat(d.Value, 'g', -1, 64))
-	}
-	var reply [1]int64
-	if err := s.run.Run(ctx, scriptBoardPost, []string{s.BoardKey(board)}, args, reply[:]); err != nil {
-		return scriptError(scriptBoardPost, err)
+	keys := []string{s.BoardKey(board)}
+	now, micros := strconv.FormatInt(s.now(), 10), strconv.FormatInt(max(1, int64(ttl/time.Microsecond)), 10)
+	args := make([]string, 0, 2+2*min(len(entries), boardChunk))
+	for from := 0; from < len(entries); from += boardChunk {
+		args = append(args[:0], now, micros)
+		for _, d := range entries[from:min(from+boardChunk, len(entries))] {
+			args = append(args, d.Member, strconv.FormatFloat(d.Value, 'g', -1, 64))
+		}
+		if err := s.runBoard(ctx, scriptBoardPost, keys, args); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// ReadDemand implements sluice.DemandBoard: one script run, reading the
-// whole board (O(members)) and dropping its expired entries.
+// runBoard runs a board post within the store's timeout.
+func (s *Store) runBoard(ctx context.Context, script *Script, keys, args []string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var reply [1]int64
+	if err := s.run.Run(ctx, script, keys, args, reply[:]); err != nil {
+		return scriptError(script, err)
+	}
+	return nil
+}
+
+// ReadDemand implements sluice.DemandBoard: an HSCAN of the board, one
+// script run per boardChunk members or so, each dropping the expired
+// entries it meets and bounded by the store's timeout on its own. So the
+// read is O(members) in all but keeps Redis from other clients only for a
+// chunk at a time.
 func (s *Store) ReadDemand(ctx context.Context, board string) ([]sluice.Demand, error) {
 	tr, ok := s.run.(TextRunner)
 	if !ok {
 		return nil, errNoText
 	}
+	keys := []string{s.BoardKey(board)}
+	var out []sluice.Demand
+	var seen map[string]struct{} // past the first chunk: HSCAN may return a member twice
+	for cursor := "0"; ; {
+		reply, err := s.readChunk(ctx, tr, keys, cursor)
+		if err != nil {
+			return nil, err
+		}
+		if len(reply)%2 != 1 {
+			return nil, fmt.Errorf("redisstore: board_read replied %d strings, want a cursor and pairs", len(reply))
+		}
+		cursor = reply[0]
+		if seen == nil && cursor != "0" {
+			seen = make(map[string]struct{}, len(out)+len(reply)/2)
+			for _, d := range out {
+				seen[d.Member] = struct{}{}
+			}
+		}
+		for i := 1; i < len(reply); i += 2 {
+			if seen != nil {
+				if _, dup := seen[reply[i]]; dup {
+					continue
+				}
+				seen[reply[i]] = struct{}{}
+			}
+			v, err := strconv.ParseFloat(reply[i+1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("redisstore: board %q member %q: %w", board, reply[i], err)
+			}
+			out = append(out, sluice.Demand{Member: reply[i], Value: v})
+		}
+		if cursor == "0" {
+			return out, nil
+		}
+	}
+}
+
+// readChunk runs one board_read from cursor within the store's timeout.
+func (s *Store) readChunk(ctx context.Context, tr TextRunner, keys []string, cursor string) ([]string, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	reply, err := tr.RunText(ctx, scriptBoardRead, []string{s.BoardKey(board)}, []string{strconv.FormatInt(s.now(), 10)})
+	reply, err := tr.RunText(ctx, scriptBoardRead, keys, []string{strconv.FormatInt(s.now(), 10), cursor, strconv.Itoa(boardChunk)})
 	if err != nil {
 		return nil, scriptError(scriptBoardRead, err)
 	}
-	if len(reply)%2 != 0 {
-		return nil, fmt.Errorf("redisstore: board_read replied %d strings, want pairs", len(reply))
-	}
-	out := make([]sluice.Demand, 0, len(reply)/2)
-	for i := 0; i < len(reply); i += 2 {
-		v, err := strconv.ParseFloat(reply[i+1], 64)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: board %q member %q: %w", board, reply[i], err)
-		}
-		out = append(out, sluice.Demand{Member: reply[i], Value: v})
-	}
-	return out, nil
+	return reply, nil
 }
 
 // RunText implements TextRunner as Run does: FCALL in ModeFunctions, else

@@ -83,4 +83,30 @@ func RunBoard(t *testing.T, open Opener) {
 	}
 	post("many", time.Minute, ds...)
 	want("many", many)
+
+	// A board read in parts drops the expired entries of every part: 1,000
+	// members expire among 600 renewed ones.
+	var renewed []sluice.Demand
+	live := map[string]float64{}
+	for i := range 600 {
+		m := fmt.Sprintf("tenant-%d", i*7%1000)
+		renewed = append(renewed, sluice.Demand{Member: m, Value: float64(i)})
+		live[m] = float64(i)
+	}
+	e.at(3*time.Second + time.Minute - time.Millisecond)
+	post("many", time.Hour, renewed...)
+	e.at(3*time.Second + time.Minute)
+	want("many", live)
+
+	// Entries live for their TTL on the store's clock however much real
+	// time passes: a test's or a simulation's clock may run far slower than
+	// real time, and a store that dropped a board in real time (Redis, by
+	// its key's expiry) would lose entries still live on that clock, as if
+	// their nodes had stopped. So real time passes here, on purpose, while
+	// the store's clock stands still.
+	post("slow", 5*time.Millisecond, sluice.Demand{Member: "a", Value: 1})
+	time.Sleep(30 * time.Millisecond)
+	want("slow", map[string]float64{"a": 1})
+	e.at(3*time.Second + time.Minute + 5*time.Millisecond)
+	want("slow", map[string]float64{})
 }

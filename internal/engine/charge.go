@@ -15,7 +15,8 @@ import (
 // the key owes units, RetryAfter is when one unit is admitted again.
 //
 // Each check is charged under the limit it is decided under (Resolve), on
-// the store stack that decides it: the charges are not all or nothing, and
+// the store stack that decides it — a fair-share check under its key's share
+// and its policy's total, counting toward the key's demand (shareCharges): the charges are not all or nothing, and
 // shadow and quota-mode policies are charged like any other (what they
 // count is what was used). An invalid check (no policy, a key or cost a
 // charge cannot take, a concurrency policy, a (policy, key) named twice) is
@@ -37,10 +38,18 @@ func (e *Engine) Charge(ctx context.Context, checks []Check, results []sluice.Re
 		if err != nil {
 			return &CheckError{Index: i, Policy: c.Policy.Name, Err: err}
 		}
+		if fairKey(c) {
+			return &CheckError{Index: i, Policy: c.Policy.Name, Err: fmt.Errorf("%w: the key %q holds the fair-share policy's total", sluice.ErrInvalidKey, TotalKey)}
+		}
 		if err := duplicateOf(checks, i); err != nil {
 			return err
 		}
 		reqs[i] = req
+	}
+	reqs = e.shareCharges(checks, reqs)
+	all := results
+	if len(reqs) > len(checks) {
+		all = make([]sluice.Result, len(reqs))
 	}
 	charger, ok := e.store.(sluice.Charger)
 	if !ok {
@@ -48,9 +57,12 @@ func (e *Engine) Charge(ctx context.Context, checks []Check, results []sluice.Re
 	}
 	var err error
 	if len(reqs) == 1 {
-		results[0], err = charger.Charge(ctx, reqs[0])
+		all[0], err = charger.Charge(ctx, reqs[0])
 	} else {
-		err = charger.ChargeAll(ctx, reqs, results)
+		err = charger.ChargeAll(ctx, reqs, all)
+	}
+	if err == nil && len(all) > len(results) {
+		mergeChargedTotals(checks, reqs, all, results)
 	}
 	if err != nil {
 		e.storeFailed(ctx, err)

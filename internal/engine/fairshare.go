@@ -39,13 +39,7 @@ func mergeTotals(r *Request, checks []decide.Check, results []sluice.Result) {
 		if !shared(&r.Checks[i]) {
 			continue
 		}
-		own, total := &r.Results[i], &results[j]
-		own.Allowed = own.Allowed && total.Allowed
-		own.Remaining = min(own.Remaining, total.Remaining)
-		own.RetryAfter = max(own.RetryAfter, total.RetryAfter)
-		own.ResetAfter = max(own.ResetAfter, total.ResetAfter)
-		own.Delay = max(own.Delay, total.Delay)
-		own.Degraded = own.Degraded || total.Degraded
+		mergeTotal(&r.Results[i], &results[j])
 		checks[i].Flags |= checks[j].Flags & (decide.Exhausted | decide.Failed)
 		j++
 	}
@@ -77,3 +71,59 @@ func rateOf(p *sluice.Policy) float64 { return float64(p.Limit) / float64(p.Peri
 // fairKey reports whether c names the key its fair-share policy's total is
 // counted under.
 func fairKey(c *Check) bool { return c.Policy.FairShare && c.Key == TotalKey }
+
+// mergeTotal makes own, a fair-share key's result, its and its policy's
+// total's together: allowed when both are, the smaller remaining, the
+// longer waits.
+func mergeTotal(own, total *sluice.Result) {
+	own.Allowed = own.Allowed && total.Allowed
+	own.Remaining = min(own.Remaining, total.Remaining)
+	own.RetryAfter = max(own.RetryAfter, total.RetryAfter)
+	own.ResetAfter = max(own.ResetAfter, total.ResetAfter)
+	own.Delay = max(own.Delay, total.Delay)
+	own.Degraded = own.Degraded || total.Degraded
+}
+
+// shareCharges makes each fair-share check's charge (reqs[i] for
+// checks[i]) what its decisions are: its key under its share, the units
+// counted as the key's demand, and the policy's total under the policy's
+// own limit — one total per policy, charged the costs of all its checks. It
+// returns reqs with the totals appended.
+func (e *Engine) shareCharges(checks []Check, reqs []sluice.Request) []sluice.Request {
+	n := len(checks)
+	for i := range checks {
+		c := &checks[i]
+		if !c.Policy.FairShare {
+			continue
+		}
+		reqs[i].Policy = e.shares.Limit(&c.Limit.Policy, c.Policy.ShareInterval, c.Key, reqs[i].Cost, c.weight)
+		if j := totalOf(reqs[n:], c.Limit.Name); j >= 0 {
+			reqs[n+j].Cost = min(reqs[n+j].Cost+reqs[i].Cost, sluice.MaxCharge)
+		} else {
+			reqs = append(reqs, sluice.Request{Policy: &c.Limit.Policy, Key: TotalKey, Cost: reqs[i].Cost})
+		}
+	}
+	return reqs
+}
+
+// totalOf returns the index in totals of policy's total, or -1.
+func totalOf(totals []sluice.Request, policy string) int {
+	for j := range totals {
+		if totals[j].Policy.Name == policy {
+			return j
+		}
+	}
+	return -1
+}
+
+// mergeChargedTotals writes each fair-share check's charge result into
+// results, merged with its policy's total's (all[len(checks):]).
+func mergeChargedTotals(checks []Check, reqs []sluice.Request, all, results []sluice.Result) {
+	n := len(checks)
+	copy(results, all[:n])
+	for i := range checks {
+		if checks[i].Policy.FairShare {
+			mergeTotal(&results[i], &all[n+totalOf(reqs[n:], checks[i].Limit.Name)])
+		}
+	}
+}

@@ -52,7 +52,11 @@ func runCLI(timeout time.Duration, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "redis-cli", args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = time.Second // do not wait on pipes held by anything redis-cli left behind
+	// Do not wait forever on pipes held by anything redis-cli left behind,
+	// but long enough for a loaded machine to copy out what it wrote: at 1s
+	// a --cluster create that had succeeded failed (ErrWaitDelay) while
+	// several test binaries and CPU burners shared two cores.
+	cmd.WaitDelay = 10 * time.Second
 	err := cmd.Run()
 	out := strings.TrimSpace(stdout.String())
 	if err != nil {

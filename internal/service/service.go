@@ -82,6 +82,7 @@ func New(st *storestack.Stack, cfg *config.Config, opts ...Option) *Service {
 	s.files = cfg
 	s.install(cfg)
 	obs.WatchStack(st, s.Config)
+	obs.WatchShares(s.Shares())
 	return s
 }
 

@@ -23,6 +23,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,7 +101,7 @@ func (s *Sharer) Limit(p *sluice.Policy, interval time.Duration, tenant string, 
 		go func() {
 			defer s.ticks.Done()
 			defer pl.ticking.Store(false)
-			s.recompute(pl)
+			s.recompute(pl, now)
 		}()
 	}
 	t := pl.table.Load()
@@ -115,6 +116,24 @@ func (s *Sharer) Limit(p *sluice.Policy, interval time.Duration, tenant string, 
 
 // Wait waits for the recomputations in flight.
 func (s *Sharer) Wait() { s.ticks.Wait() }
+
+// Recompute waits for the recomputations in flight, then runs every one due
+// at the clock's now on the caller's goroutine. A node needs no call of it:
+// a decision that finds its policy's interval passed starts one in the
+// background. It is for a caller that moves the clock itself — a test, a
+// simulation — so that the shares change at the same point of its run every
+// time, not at whichever of its decisions a background recomputation
+// happens to finish.
+func (s *Sharer) Recompute() {
+	s.Wait()
+	now := s.clock.Now().UnixMicro()
+	for _, pl := range *s.pools.Load() {
+		if now >= pl.next.Load() && pl.ticking.CompareAndSwap(false, true) {
+			s.recompute(pl, now)
+			pl.ticking.Store(false)
+		}
+	}
+}
 
 // Shares returns the rate (units per period) each tenant of policy is
 // limited to now, and a newcomer's; nil before policy was asked about.
@@ -177,9 +196,11 @@ func parseMember(m string) (weight float64, tenant string, ok bool) {
 }
 
 // recompute posts pl's local demand, reads every node's, and installs the
-// new shares. A board failure keeps the shares in force.
-func (s *Sharer) recompute(pl *pool) {
-	now := s.clock.Now().UnixMicro()
+// new shares, as of now (µs): the time it was found due, not the time it
+// gets to run, which on a busy node may be later — and then, on a clock
+// moved by its caller, after the clock has moved on. A board failure keeps
+// the shares in force.
+func (s *Sharer) recompute(pl *pool, now int64) {
 	interval := time.Duration(pl.interval.Load())
 	pl.next.Store(now + interval.Microseconds())
 	p := pl.policy.Load()
@@ -202,4 +223,30 @@ func (s *Sharer) recompute(pl *pool) {
 		}
 	}
 	pl.table.Store(allocate(p, demands))
+}
+
+// Stats is one fair-share policy's shares in force on this node.
+type Stats struct {
+	Policy string
+	// Tenants is how many tenants have a share: those asking, on any node,
+	// as of the last recomputation.
+	Tenants int
+	// Level is the limit, in units per period of the policy, of a tenant
+	// of weight 1 not on the board yet: while some tenants ask for more
+	// than they get, the water level (their limit per unit of weight);
+	// otherwise an equal part of the limit.
+	Level float64
+}
+
+// Stats returns the shares in force of every policy asked about, by policy
+// name. It is O(policies), whatever the number of tenants.
+func (s *Sharer) Stats() []Stats {
+	pools := *s.pools.Load()
+	out := make([]Stats, 0, len(pools))
+	for name, pl := range pools {
+		t := pl.table.Load()
+		out = append(out, Stats{Policy: name, Tenants: len(t.of), Level: t.newcomer.rate})
+	}
+	slices.SortFunc(out, func(a, b Stats) int { return strings.Compare(a.Policy, b.Policy) })
+	return out
 }
