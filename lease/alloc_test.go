@@ -19,7 +19,7 @@ func TestLocalDecisionAllocates(t *testing.T) {
 	p := sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1_000_000, Period: time.Second}
 	req := sluice.Request{Policy: &p, Key: "k", Cost: 1}
 	ctx := context.Background()
-	for range 250 { // the key warms up, and its leases grow with its demand
+	for range 300 { // the key warms up, and its leases grow with its demand
 		if res, err := s.Decide(ctx, req); err != nil || !res.Allowed {
 			t.Fatalf("leasing: %+v %v", res, err)
 		}
