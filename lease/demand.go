@@ -5,13 +5,11 @@ import (
 	"math"
 )
 
-// leaseUses is how many more requests a lease must expect, within its life,
-// before a key is leased. A lease costs a reservation in place of the
-// request's own call (a dearer script), sometimes a release and a renewal,
-// and saves a call for each later request it admits: below a few such
-// requests it saves nothing, and a key's requests go to the store as they
-// come, one call each, as without leases.
-const leaseUses = 3
+// leaseMin is the fewest requests a key must have asked for within one TTL
+// before it is leased. A lease costs a reservation (and sometimes a
+// release), so below a few requests per TTL it saves nothing: such a key's
+// requests go to the store as they come, one call each, as without leases.
+const leaseMin = 3
 
 // demand estimates what a key asks for in one TTL d, from what it asked in
 // the current and the previous window of length d read as a sliding window
@@ -83,22 +81,9 @@ func (m *demand) most(now int64) int64 {
 	return math.MaxInt64
 }
 
-// expected is how many more requests the key is expected to make within a
-// lease of life d taken now: while it has been seen for less than d, as
-// many as the gaps between its requests so far (its rate, over no longer
-// than it has been seen: see most); after, as many as it made in the last
-// d.
-func (m *demand) expected(now int64) float64 {
-	n := m.requests(now)
-	if now-m.first < m.d {
-		return n - 1
-	}
-	return n
-}
-
-// pays reports whether leasing the key pays: a lease taken now is expected
-// to admit leaseUses requests or more after the one that reserves it.
-func (m *demand) pays(now int64) bool { return m.expected(now) >= leaseUses }
+// warm reports whether leasing the key pays: it asked leaseMin times or more
+// within the last d.
+func (m *demand) warm(now int64) bool { return m.requests(now) >= leaseMin }
 
 // over is how many units the key is expected to ask for in the span µs
 // from now: its rate in units (over the time it has been seen when that is
@@ -119,7 +104,7 @@ func (m *demand) over(now, span int64) int64 {
 
 // coldSets is how many pairs of slots a shard keeps the demand of keys
 // without a lease in (a power of two): such a key takes no lease, only a
-// slot here, and it is leased once its slot shows that a lease pays. 64
+// slot here, and it is leased once its slot shows it warm. 64
 // shards of 512 pairs of 64-byte slots hold 4 MB.
 const coldSets = 512
 

@@ -71,7 +71,7 @@ func (s *Store) Remote() sluice.Store { return s.remote }
 
 // Decide implements sluice.Store: from the key's lease when it holds the
 // cost (one short critical section, no allocation); for a key that asks too
-// rarely for a lease to pay (demand.pays), with one call to the store, as
+// rarely for a lease to pay (fewer than leaseMin requests per TTL), with one call to the store, as
 // without leases, after one lookup in its shard; else after reserving a new
 // lease.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
@@ -108,7 +108,7 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 	}
 	if l == nil {
 		m.add(req.Cost, now, d)
-		if !m.pays(now) {
+		if !m.warm(now) {
 			// Too cold to lease: one call decides, as without leases. The
 			// shard counts it (Stats), so that no counter shared by every
 			// caller is written on this path.
@@ -134,7 +134,7 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 		l.saved++
 		// A renewal is a call made ahead: the calls the lease saved pay
 		// for it, as for a release.
-		renew := res.Allowed && l.saved >= 1 && l.demand.pays(now) && l.wantsRenewal(now, s.renewLead())
+		renew := res.Allowed && l.saved >= 1 && l.demand.warm(now) && l.wantsRenewal(now, s.renewLead())
 		if renew {
 			l.saved--
 		}
@@ -145,7 +145,7 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 		}
 		return res, nil
 	}
-	if l.next == nil && *req.Policy == l.policy && !l.demand.pays(now) {
+	if l.next == nil && *req.Policy == l.policy && !l.demand.warm(now) {
 		// A cold key: one call decides, and nothing is reserved. What an
 		// earlier lease has left goes back if that pays.
 		back = l.worth(l.takeBack(now), now)

@@ -171,7 +171,7 @@ func (sh *shard) retireIdle(l *lease, now int64, back []giveBack) []giveBack {
 			back = append(back, g)
 		}
 	}
-	if !l.demand.pays(now) {
+	if !l.demand.warm(now) {
 		l.retired = true
 		delete(sh.leases, l.id)
 	}

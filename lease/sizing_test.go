@@ -10,13 +10,13 @@ import (
 	"github.com/sluicehq/sluice/storetest"
 )
 
-// TestLeaseSizes: a key is leased once a lease is expected to admit three
-// requests after the one reserving it (four requests within a TTL); a lease
-// holds no more than the key is expected to use: while the key has been
-// seen for less than a TTL, at most what it asked for so far (its first
-// lease its rate over a TTL but at most that, the next ones the rate the
-// lease before was spent at, at most that); then one TTL at that rate; a
-// key that goes cold is decided by one store call per request again.
+// TestLeaseSizes: a key is leased once a lease is expected to admit two
+// requests after the one reserving it (three requests within a TTL); a
+// lease holds no more than the key is expected to use: while the key has
+// been seen for less than a TTL, at most what it asked for so far (its
+// first lease its rate over a TTL but at most that, the next ones the rate
+// the lease before was spent at, at most that); then one TTL at that rate;
+// a key that goes cold is decided by one store call per request again.
 func TestLeaseSizes(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
 	// B·T = 1s, so the TTL is 50ms and the max lease (100,000) caps nothing here.
@@ -42,39 +42,37 @@ func TestLeaseSizes(t *testing.T) {
 	// One request every 5ms: ten per TTL.
 	decide(0)
 	decide(5 * time.Millisecond)
-	decide(10 * time.Millisecond)
-	held(0, "three requests: too cold to lease")
-	if st := s.Stats(); st.Direct != 3 || st.StoreCalls != 3 || st.Leases != 0 {
-		t.Errorf("three requests: %+v, want all sent as they came and no lease", st)
+	held(0, "two requests: too cold to lease")
+	if st := s.Stats(); st.Direct != 2 || st.StoreCalls != 2 || st.Leases != 0 {
+		t.Errorf("two requests: %+v, want both sent as they came and no lease", st)
 		return
 	}
-	// Four units in 15ms are 13 per TTL, but at most the four it asked for.
+	// Three units in 10ms are 15 per TTL, but at most the three it asked for.
+	decide(10 * time.Millisecond)
+	held(2, "first lease")
 	decide(15 * time.Millisecond)
-	held(3, "first lease")
-	for at := 20 * time.Millisecond; at <= 30*time.Millisecond; at += 5 * time.Millisecond {
-		decide(at)
-	}
+	decide(20 * time.Millisecond)
 	held(0, "first lease spent")
-	// Four units spent in the 20ms since it was reserved: 10 per TTL, but at
-	// most the eight it asked for in the 35ms it has been seen.
-	decide(35 * time.Millisecond)
-	held(7, "second lease")
-	for at := 40 * time.Millisecond; at <= 70*time.Millisecond; at += 5 * time.Millisecond {
+	// Three units spent in the 15ms since it was reserved: 10 per TTL, but
+	// at most the six it asked for in the 25ms it has been seen.
+	decide(25 * time.Millisecond)
+	held(5, "second lease")
+	for at := 30 * time.Millisecond; at <= 50*time.Millisecond; at += 5 * time.Millisecond {
 		decide(at)
 	}
 	held(0, "second lease spent")
-	// Eight units spent in the 40ms it lasted: 10 per TTL, and the key has
-	// been seen for longer than a TTL.
-	decide(75 * time.Millisecond)
+	// Six units spent in the 30ms since it was reserved: 10 per TTL, and the
+	// key has been seen for longer than a TTL.
+	decide(55 * time.Millisecond)
 	held(9, "third lease")
 	// A lease that outlives the key's requests: its TTL ends with units left,
 	// which are not given back (the bucket refilled them long since: a
 	// release would cost a call for nothing).
-	decide(80 * time.Millisecond)
+	decide(60 * time.Millisecond)
 	clock.Set(storetest.Epoch.Add(200 * time.Millisecond))
 	held(0, "third lease, expired")
 	decide(200 * time.Millisecond)
-	if st := s.Stats(); st.StoreCalls != 7 || st.Releases != 0 {
-		t.Errorf("%d store calls (%d releases), want 7: three sent as they came, one per lease, and one for the key gone cold", st.StoreCalls, st.Releases)
+	if st := s.Stats(); st.StoreCalls != 6 || st.Releases != 0 {
+		t.Errorf("%d store calls (%d releases), want 6: two sent as they came, one per lease, and one for the key gone cold", st.StoreCalls, st.Releases)
 	}
 }

@@ -28,7 +28,7 @@ func TestSweep(t *testing.T) {
 			t.Fatalf("%s: %+v %v", key, res, err)
 		}
 	}
-	const hot = 300
+	const hot = 250
 	for range hot { // the hot key's leases grow with its demand: many units
 		decide("hot")
 	}
