@@ -27,7 +27,10 @@ func TestShardKilledPartialCharges(t *testing.T) {
 	t.Parallel()
 	servers := []*redistest.Server{redistest.Start(t), redistest.Start(t), redistest.Start(t)}
 	rs := openRedis(t, servers[0].URL()+"?shard="+servers[1].URL()+"&shard="+servers[2].URL())
-	fs := failover.New(rs, failover.WithMode(failover.FailClosed), failover.WithTimeout(chaosTimeout),
+	// A generous timeout: the test needs sets in flight when the shard dies,
+	// not a fast warm-up; with chaosTimeout (50 ms) a loaded machine timed
+	// healthy calls out, opened every breaker, and no set was admitted.
+	fs := failover.New(rs, failover.WithMode(failover.FailClosed), failover.WithTimeout(2*time.Second),
 		failover.WithBreakerPerNode(func(r sluice.Request) string { return rs.NodeOf(r.Policy, r.Key) }),
 		failover.WithBreaker(failover.BreakerSettings{MinCalls: chaosFailures, Cooldown: chaosCooldown}))
 	const limit = 1 << 20

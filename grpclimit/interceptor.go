@@ -46,12 +46,21 @@ func New(opts ...Option) (*Interceptor, error) {
 
 // UnaryServerInterceptor returns the interceptor for unary calls.
 func (in *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		d, err := in.admit(ctx, info.FullMethod, func(md metadata.MD) { grpc.SetHeader(ctx, md) })
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		c := &call{ctx: ctx, method: info.FullMethod, in: in}
+		d, err := in.admit(c, func(md metadata.MD) { grpc.SetHeader(ctx, md) })
 		if err != nil {
 			return nil, err
 		}
 		defer in.core.Release(ctx, &d) // the call's in-flight slots, when the handler returns or panics
+		if !in.core.Charges() {
+			return handler(ctx, req)
+		}
+		ctx = c.watchTrailer(ctx)
+		defer func() {
+			c.resp, c.err = resp, err
+			in.core.Charge(ctx, c) // when the handler returns or panics
+		}()
 		return handler(ctx, req)
 	}
 }
@@ -60,12 +69,22 @@ func (in *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // counted once, when it is created.
 func (in *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		d, err := in.admit(ss.Context(), info.FullMethod, func(md metadata.MD) { ss.SetHeader(md) })
+		ctx := ss.Context()
+		c := &call{ctx: ctx, method: info.FullMethod, in: in}
+		d, err := in.admit(c, func(md metadata.MD) { ss.SetHeader(md) })
 		if err != nil {
 			return err
 		}
-		defer in.core.Release(ss.Context(), &d) // the stream's in-flight slots, held until it ends
-		return handler(srv, ss)
+		defer in.core.Release(ctx, &d) // the stream's in-flight slots, held until it ends
+		if !in.core.Charges() {
+			return handler(srv, ss)
+		}
+		defer func() {
+			c.err = err
+			in.core.Charge(ctx, c) // when the stream ends, however it ends
+		}()
+		err = handler(srv, chargedStream{ServerStream: ss, ctx: c.watchTrailer(ctx), out: &c.outcome})
+		return err
 	}
 }
 
@@ -74,12 +93,13 @@ func (in *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
 // the error to return. setHeader attaches the rate-limit metadata to the response
 // header; gRPC sends it with the status when the call fails before any
 // message.
-func (in *Interceptor) admit(ctx context.Context, method string, setHeader func(metadata.MD)) (limitcore.Decision, error) {
+func (in *Interceptor) admit(c *call, setHeader func(metadata.MD)) (limitcore.Decision, error) {
+	ctx, method := c.ctx, c.method
 	cost := int64(1)
 	if in.cfg.cost != nil {
 		cost = in.cfg.cost(ctx, method)
 	}
-	d, err := in.core.Decide(ctx, &call{ctx: ctx, method: method, in: in}, cost)
+	d, err := in.core.Decide(ctx, c, cost)
 	if err != nil {
 		return limitcore.Decision{}, in.cfg.onError(ctx, method, err)
 	}

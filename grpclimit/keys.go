@@ -23,6 +23,7 @@ type call struct {
 	ctx    context.Context
 	method string
 	in     *Interceptor
+	outcome
 }
 
 // ByPeer keys calls by the peer's IP address: IPv4 as it is, IPv6 by its /64

@@ -107,6 +107,29 @@ func (f *Functions) Call(ctx context.Context, load func(context.Context) error, 
 	return "", err
 }
 
+// RetryMulti is Call for a batch: again are the calls of a batch that
+// failed for want of the library (as run returns them); each round loads it
+// and runs them again with run, up to maxLoads times, or hands them to
+// scripts when the server refuses Functions now. errOf returns a call's
+// error.
+func (f *Functions) RetryMulti(ctx context.Context, load func(context.Context) error, again []int,
+	errOf func(int) error, run func([]int) []int, scripts func([]int)) {
+	for range maxLoads {
+		if len(again) == 0 {
+			return
+		}
+		switch f.Retry(ctx, errOf(again[0]), load) {
+		case ModeFunctions:
+			again = run(again)
+		case ModeScripts:
+			scripts(again)
+			return
+		default:
+			return
+		}
+	}
+}
+
 // Retry tells what to do after an FCALL failed with err: run it again as
 // FCALL (ModeFunctions: the library was missing and is loaded again), as a
 // script (ModeScripts: the server refuses Functions now, and every later

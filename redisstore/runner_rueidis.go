@@ -99,18 +99,12 @@ func (r *rueidisRunner) RunMulti(ctx context.Context, calls []Call) {
 		return
 	}
 	if m == ModeFunctions {
+		// As Functions.Call: the library may go missing again between its
+		// load and the calls run after it (a FUNCTION FLUSH, a fail-over).
 		again := r.doMulti(ctx, calls, nil, r.fcall)
-		if len(again) == 0 {
-			return
-		}
-		if m = r.fn.Retry(ctx, calls[again[0]].Err, r.load); m == "" {
-			return
-		}
-		if m == ModeFunctions {
-			r.doMulti(ctx, calls, again, r.fcall)
-			return
-		}
-		r.evalMulti(ctx, calls, again)
+		r.fn.RetryMulti(ctx, r.load, again, func(i int) error { return calls[i].Err },
+			func(idx []int) []int { return r.doMulti(ctx, calls, idx, r.fcall) },
+			func(idx []int) { r.evalMulti(ctx, calls, idx) })
 		return
 	}
 	r.evalMulti(ctx, calls, nil)

@@ -34,6 +34,9 @@ Targets:
   redis://host:port  --algorithm, --limit, --period, --burst (default gcra
                      1e9/1s, so nothing is denied unless asked) on that store.
 
+On a concurrency policy (http://, or --algorithm concurrency) each admitted
+call gives its slot back at once: a call is an acquisition and its release.
+
 Exit status: 0 when the run completed, 1 when no call got a decision (every
 call failed: the target is down or misconfigured), 2 for a usage error.`
 

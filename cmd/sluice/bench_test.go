@@ -21,6 +21,10 @@ const benchNativeConfig = `policies:
     algorithm: token_bucket
     limit: 500
     period: 1000h
+  - name: bench_slots
+    algorithm: concurrency
+    limit: 4
+    period: 1h
 `
 
 const benchEnvoyConfig = `domain: bench
@@ -107,6 +111,22 @@ func TestBenchHTTP(t *testing.T) {
 		"--keys", "1", "--concurrency", "8", "--requests", "2000")
 	if out.Requests != 2000 || out.Allowed != 500 || out.Denied != 1500 || out.Errors != 0 {
 		t.Fatalf("got %+v; want 2000 requests: 500 allowed, 1500 denied", out)
+	}
+}
+
+// On a concurrency policy each call's slot is released at once: four
+// workers never hold more than the four slots, so every call is admitted
+// (without the release, all but four would be denied for the hour).
+func TestBenchConcurrencyReleases(t *testing.T) {
+	srv := startBenchServer(t)
+	for _, args := range [][]string{
+		{"--target", "http://" + srv.httpAddr.String(), "--policy", "bench_slots"},
+		{"--target", "memory://", "--algorithm", "concurrency", "--limit", "4", "--period", "1h"},
+	} {
+		out := benchJSONRun(t, append(args, "--keys", "1", "--concurrency", "4", "--requests", "400")...)
+		if out.Requests != 400 || out.Allowed != 400 || out.Errors != 0 {
+			t.Fatalf("%v: got %+v; want 400 requests, all allowed", args, out)
+		}
 	}
 }
 

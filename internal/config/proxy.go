@@ -71,6 +71,11 @@ type RouteLimit struct {
 	// the usage the response reports, charged to the request's key when
 	// the response ends; empty: nothing is charged after the check.
 	ChargeHeader string
+	// Cost is the units a request is checked for (default 1). 0 is a peek:
+	// the request is admitted while its key has anything left (or owes
+	// nothing), and nothing is taken — the check for a limit charged from
+	// the response.
+	Cost int64
 	// Line is where the limit is, in Proxy.File.
 	Line int
 }
@@ -130,6 +135,7 @@ type policyRef struct {
 	field  string
 	plans  *yaml.Node
 	charge *yaml.Node // charge_header, when set: the policy must take charges
+	cost   *yaml.Node // cost, when set: a concurrency policy takes only 1
 }
 
 // proxySection reads the proxy: section; nil when it is unusable.
@@ -297,21 +303,29 @@ func (p *fileParser) headers(n *yaml.Node, path string, r *Route) bool {
 
 // routeLimit reads one limit of a route; nil when it has problems.
 func (p *fileParser) routeLimit(n *yaml.Node, path string, sec *proxySection) *RouteLimit {
-	f, ok := p.mapping(n, path, "policy", "key", "fallback", "plan_header", "charge_header")
+	f, ok := p.mapping(n, path, "policy", "key", "fallback", "plan_header", "charge_header", "cost")
 	if !ok {
 		return nil
 	}
-	l := &RouteLimit{Line: f.node.Line}
+	l := &RouteLimit{Line: f.node.Line, Cost: 1}
 	valid := true
 	l.PlanHeader, valid = p.headerName(f, "plan_header")
 	if l.ChargeHeader, ok = p.headerName(f, "charge_header"); !ok {
 		valid = false
 	}
+	if f.has("cost") {
+		if l.Cost, ok = p.integer(f, "cost"); !ok {
+			valid = false
+		} else if l.Cost < 0 {
+			p.errorf(f.get("cost"), join(path, "cost"), "must be 0 (a peek) or more, got %d", l.Cost)
+			valid = false
+		}
+	}
 	if name, set := p.str(f, "policy"); !p.need(f, "policy", "the name of a policy in policies:") || !set {
 		valid = false
 	} else {
 		l.Policy = name
-		sec.refs = append(sec.refs, policyRef{name, f.get("policy"), join(path, "policy"), f.get("plan_header"), f.get("charge_header")})
+		sec.refs = append(sec.refs, policyRef{name, f.get("policy"), join(path, "policy"), f.get("plan_header"), f.get("charge_header"), f.get("cost")})
 	}
 	if !p.need(f, "key", `ip, global, header:NAME, or parts joined by +, such as "ip+header:X-User"`) {
 		valid = false
@@ -423,6 +437,10 @@ func mergeProxy(files []*parsed, policies map[string]*Policy, ps *problems) *Pro
 		if pol := policies[ref.name]; pol != nil && pol.Algorithm == sluice.Concurrency && ref.charge != nil {
 			p.errorf(ref.charge, strings.TrimSuffix(ref.field, "policy")+"charge_header",
 				"policy %q is a concurrency limit, which counts requests in flight and cannot be charged usage", ref.name)
+		}
+		if pol := policies[ref.name]; pol != nil && pol.Algorithm == sluice.Concurrency && ref.cost != nil && ref.cost.Value != "1" {
+			p.errorf(ref.cost, strings.TrimSuffix(ref.field, "policy")+"cost",
+				"policy %q is a concurrency limit: a request holds one slot, so its cost is 1", ref.name)
 		}
 		if policies[ref.name] == nil {
 			guess := ""

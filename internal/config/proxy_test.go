@@ -42,12 +42,12 @@ func TestProxyParses(t *testing.T) {
 		Routes: []*Route{
 			{PathPrefix: "/api/", Methods: []string{"POST", "PUT"}, Headers: map[string]string{"X-Tenant": "acme"}, Line: 7,
 				Limits: []*RouteLimit{
-					{Policy: "a", Key: KeySpec{{Kind: KeyHeader, Header: "X-Api-Key"}}, Fallback: KeySpec{{Kind: KeyIP}}, Line: 9},
-					{Policy: "b", Key: KeySpec{{Kind: KeyGlobal}}, Line: 10},
+					{Policy: "a", Key: KeySpec{{Kind: KeyHeader, Header: "X-Api-Key"}}, Fallback: KeySpec{{Kind: KeyIP}}, Cost: 1, Line: 9},
+					{Policy: "b", Key: KeySpec{{Kind: KeyGlobal}}, Cost: 1, Line: 10},
 				}},
 			{PathPrefix: "/free/", Line: 11},
 			{Line: 12, Limits: []*RouteLimit{
-				{Policy: "a", Key: KeySpec{{Kind: KeyIP}, {Kind: KeyHeader, Header: "X-User"}}, Line: 12},
+				{Policy: "a", Key: KeySpec{{Kind: KeyIP}, {Kind: KeyHeader, Header: "X-User"}}, Cost: 1, Line: 12},
 			}},
 		},
 	}
@@ -98,11 +98,11 @@ func TestProxyProblems(t *testing.T) {
 				`5:34 proxy.trusted_proxies[1]: not an address or CIDR prefix`,
 				`5:47 proxy.trusted_proxies[2]: must be an address or CIDR prefix such as 10.0.0.0/8, got a list`,
 			}},
-		{"unknown fields", proxyDoc("proxy:", "  route: []", "  routes:", "    - match: {path: /api/}", "      limits: [{policy: a, key: ip, cost: 2}]"),
+		{"unknown fields", proxyDoc("proxy:", "  route: []", "  routes:", "    - match: {path: /api/}", "      limits: [{policy: a, key: ip, costs: 2}]"),
 			[]string{
 				"5:3 proxy.route: unknown field (did you mean routes?); allowed here: trusted_proxies, routes",
 				"7:15 proxy.routes[0].match.path: unknown field; allowed here: path_prefix, methods, headers",
-				"8:37 proxy.routes[0].limits[0].cost: unknown field; allowed here: policy, key, fallback",
+				"8:37 proxy.routes[0].limits[0].costs: unknown field (did you mean cost?); allowed here: policy, key, fallback",
 			}},
 		{"bad methods", proxyDoc("proxy:", "  routes:", "    - match: {methods: [get, FETCH]}"),
 			[]string{
@@ -202,10 +202,21 @@ proxy:
 	if l := cfg.Proxy.Routes[0].Limits; l[0].ChargeHeader != "X-Tokens-Used" || l[1].ChargeHeader != "" {
 		t.Errorf("charge headers %q, %q; want X-Tokens-Used and none", l[0].ChargeHeader, l[1].ChargeHeader)
 	}
+	// cost: 0 checks with a peek; a concurrency limit may say cost: 1.
+	cfg, err = Parse("t.yaml", []byte(policies+"    - limits: [{policy: tokens, key: ip, charge_header: X-Used, cost: 0}, {policy: inflight, key: ip, cost: 1}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.Proxy.Routes[0].Limits; l[0].Cost != 0 || l[1].Cost != 1 {
+		t.Errorf("costs %d, %d; want 0 and 1", l[0].Cost, l[1].Cost)
+	}
 	for route, want := range map[string]string{
 		"    - limits: [{policy: inflight, key: ip, charge_header: X-Used}]\n": `proxy.routes[0].limits[0].charge_header: policy "inflight" is a concurrency limit`,
 		"    - limits: [{policy: tokens, key: ip, charge_header: 'x used'}]\n": `proxy.routes[0].limits[0].charge_header: not a valid header name`,
 		"    - limits: [{policy: tokens, key: ip, charge_header: [a]}]\n":      `proxy.routes[0].limits[0].charge_header`,
+		"    - limits: [{policy: tokens, key: ip, cost: -1}]\n":                `proxy.routes[0].limits[0].cost: must be 0 (a peek) or more, got -1`,
+		"    - limits: [{policy: tokens, key: ip, cost: 1.5}]\n":               `proxy.routes[0].limits[0].cost: must be a whole number`,
+		"    - limits: [{policy: inflight, key: ip, cost: 0}]\n":               `proxy.routes[0].limits[0].cost: policy "inflight" is a concurrency limit: a request holds one slot`,
 	} {
 		if _, err := Parse("t.yaml", []byte(policies+route)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want %q", route, err, want)

@@ -22,15 +22,22 @@ func ParseUsage(h http.Header, name string) (n int64, found bool, err error) {
 	if len(vs) == 0 {
 		vs = h.Values(http.TrailerPrefix + name)
 	}
+	return ParseUsageValues("header", name, vs)
+}
+
+// ParseUsageValues reads the usage in vs, the values of what (a "header", a
+// "trailer") name: found is false when there is none, and the one value
+// there may be must be as ParseUsage says.
+func ParseUsageValues(what, name string, vs []string) (n int64, found bool, err error) {
 	if len(vs) == 0 {
 		return 0, false, nil
 	}
 	if len(vs) > 1 {
-		return 0, true, fmt.Errorf("header %s: %d values; want one", name, len(vs))
+		return 0, true, fmt.Errorf("%s %s: %d values; want one", what, name, len(vs))
 	}
 	n, err = parseDigits(vs[0])
 	if err != nil {
-		return 0, true, fmt.Errorf("header %s: %w", name, err)
+		return 0, true, fmt.Errorf("%s %s: %w", what, name, err)
 	}
 	return n, true, nil
 }

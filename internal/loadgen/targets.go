@@ -1,15 +1,10 @@
 package loadgen
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -232,79 +227,12 @@ func (t *grpcTarget) Call(ctx context.Context, key string) (bool, error) {
 
 func (t *grpcTarget) Close() { t.conn.Close() }
 
-type httpTarget struct {
-	client *http.Client
-	url    string
-	policy string
-	cost   int64
-}
-
-// NewHTTP returns a target that POSTs {"policy", "key", "cost"} to
-// baseURL/v1/check of a Sluice service. 200 counts as allowed, 429 as denied,
-// anything else as an error with the API's message. The connection pool keeps
-// one idle connection per worker (concurrency; 0 means 64): Go's default of 2
-// would open and close a connection per call and measure TCP handshakes and
-// TIME_WAIT instead of the limiter.
-func NewHTTP(baseURL, policy string, cost int64, timeout time.Duration, concurrency int) (Target, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("http target %q: want http://host:port", baseURL)
-	}
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	if concurrency <= 0 {
-		concurrency = 64
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = concurrency
-	tr.MaxIdleConnsPerHost = concurrency
-	return &httpTarget{client: &http.Client{Transport: tr, Timeout: timeout},
-		url: strings.TrimRight(baseURL, "/") + "/v1/check", policy: policy, cost: max(cost, 1)}, nil
-}
-
-func (t *httpTarget) Call(ctx context.Context, key string) (bool, error) {
-	body, err := json.Marshal(struct {
-		Policy string `json:"policy"`
-		Key    string `json:"key"`
-		Cost   int64  `json:"cost"`
-	}{t.policy, key, t.cost})
-	if err != nil {
-		return false, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
-	if err != nil {
-		return false, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := t.client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK, http.StatusTooManyRequests:
-		// Drain the body so the connection goes back to the pool.
-		_, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		return resp.StatusCode == http.StatusOK, err
-	}
-	var out struct {
-		Error *struct{ Code, Message string } `json:"error"`
-	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if json.Unmarshal(b, &out) == nil && out.Error != nil {
-		return false, fmt.Errorf("%s: %s", resp.Status, out.Error.Message)
-	}
-	return false, errors.New(resp.Status)
-}
-
-func (t *httpTarget) Close() { t.client.CloseIdleConnections() }
-
 // LibraryTarget calls a sluice.Limiter in process: the cost of the limiter and
 // its store without any network or serialisation in front of them.
 type LibraryTarget struct {
 	limiter *sluice.Limiter
 	cost    int64
+	slots   bool // a concurrency policy
 	close   func()
 }
 
@@ -315,11 +243,21 @@ func NewLibrary(store sluice.Store, p sluice.Policy, cost int64) (*LibraryTarget
 	if err != nil {
 		return nil, err
 	}
-	return &LibraryTarget{limiter: l, cost: max(cost, 1)}, nil
+	return &LibraryTarget{limiter: l, cost: max(cost, 1), slots: p.Algorithm == sluice.Concurrency}, nil
 }
 
-// Call implements Target.
+// Call implements Target. On a concurrency policy it acquires a slot and
+// releases it at once: an acquisition and its release, as a request that
+// ends at once makes them.
 func (t *LibraryTarget) Call(ctx context.Context, key string) (bool, error) {
+	if t.slots {
+		res, slot, err := t.limiter.Acquire(ctx, key)
+		if err != nil || slot == nil {
+			return res.Allowed, err
+		}
+		_, err = slot.Release(ctx)
+		return true, err
+	}
 	res, err := t.limiter.AllowN(ctx, key, t.cost)
 	return res.Allowed, err
 }

@@ -91,7 +91,14 @@ func TestChargeHeaderBadValue(t *testing.T) {
 // A client that goes away while the upstream's answer streams is charged
 // the usage the upstream reported.
 func TestChargeHeaderClientGone(t *testing.T) {
+	// Only the first request (?hold) reports usage and streams until its
+	// client goes; the polls below answer at once, charging nothing, since
+	// one admitted before the charge lands must not hang the test.
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !r.URL.Query().Has("hold") {
+			io.WriteString(w, "answer")
+			return
+		}
 		w.Header().Set("X-Tokens-Used", "15")
 		io.WriteString(w, "the start")
 		w.(http.Flusher).Flush()
@@ -101,7 +108,7 @@ func TestChargeHeaderClientGone(t *testing.T) {
 	p := startProxy(t, chargeConfig, upstream.URL)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/chat", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/chat?hold", nil)
 	req.Header.Set("X-User", "carol")
 	resp, err := p.Client().Do(req)
 	if err != nil {
@@ -126,5 +133,39 @@ func TestForwardAuthRefusesCharge(t *testing.T) {
 	_, err = ForwardAuth(serviceOf(cfg, memory.New()))
 	if err == nil || !strings.Contains(err.Error(), "charge_header X-Tokens-Used, which forward-auth cannot serve") {
 		t.Fatalf("ForwardAuth: %v", err)
+	}
+}
+
+// A route limit's cost: 0 checks with a peek, so that a limit charged from
+// the response takes only what the response reports; cost: 3 takes three
+// units a request.
+func TestRouteCost(t *testing.T) {
+	const cfg = `policies:
+  - {name: tokens, algorithm: fixed_window, limit: 10, period: 1m}
+  - {name: heavy, algorithm: fixed_window, limit: 10, period: 1m}
+proxy:
+  routes:
+    - match: {path_prefix: /chat}
+      limits: [{policy: tokens, key: "header:X-User", charge_header: x-tokens-used, cost: 0}]
+    - match: {path_prefix: /export}
+      limits: [{policy: heavy, key: "header:X-User", cost: 3}]
+`
+	p := startProxy(t, cfg, tokenUpstream(t).URL)
+	// 9 of 10 used: a peek still finds one left, however often it looks.
+	for i, path := range []string{"/chat?used=9", "/chat", "/chat", "/chat?used=2"} {
+		if got := p.get(t, path, "X-User", "carol").StatusCode; got != 200 {
+			t.Fatalf("request %d (%s): %d, want 200", i, path, got)
+		}
+	}
+	if got := p.get(t, "/chat", "X-User", "carol").StatusCode; got != http.StatusTooManyRequests {
+		t.Fatalf("after 11 of 10 charged: %d, want 429", got)
+	}
+	for i := range 3 {
+		if got := p.get(t, "/export", "X-User", "carol").StatusCode; got != 200 {
+			t.Fatalf("export %d: %d, want 200", i, got)
+		}
+	}
+	if got := p.get(t, "/export", "X-User", "carol").StatusCode; got != http.StatusTooManyRequests {
+		t.Fatalf("a fourth export of 3 units on 10: %d, want 429", got)
 	}
 }

@@ -95,7 +95,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if key == "" {
 			continue // the limit does not apply: see config.RouteLimit.Fallback
 		}
-		c := engine.Check{Policy: l.policy, Key: key, Cost: 1}
+		c := engine.Check{Policy: l.policy, Key: key, Cost: l.cost}
 		if l.planHeader != "" {
 			c.Plan = r.Header.Get(l.planHeader)
 		}

@@ -40,6 +40,7 @@ type routeLimit struct {
 	// chargeHeader names the upstream response header whose usage is
 	// charged when the response ends (canonical); "": none.
 	chargeHeader string
+	cost         int64 // units a request is checked for; 0: a peek
 }
 
 // request is one request as the keys see it. The client address is worked
@@ -98,7 +99,7 @@ func buildRoute(cfg *config.Config, rc *config.Route) (route, error) {
 		if pol == nil { // config.Load rejects this; a hand-built Config may not
 			return route{}, fmt.Errorf("unknown policy %q", lc.Policy)
 		}
-		l := routeLimit{policy: pol, planHeader: lc.PlanHeaderOf(pol), chargeHeader: lc.ChargeHeader}
+		l := routeLimit{policy: pol, planHeader: lc.PlanHeaderOf(pol), chargeHeader: lc.ChargeHeader, cost: lc.Cost}
 		var err error
 		if l.key, err = keyOf(lc.Key); err != nil {
 			return route{}, fmt.Errorf("policy %q: key: %w", lc.Policy, err)

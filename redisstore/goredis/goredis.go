@@ -160,15 +160,9 @@ func (r *runner) RunMulti(ctx context.Context, calls []redisstore.Call) {
 	}
 	if m == redisstore.ModeFunctions {
 		again := r.pipeline(ctx, calls, nil, fcall)
-		if len(again) == 0 {
-			return
-		}
-		switch r.fn.Retry(ctx, calls[again[0]].Err, r.load) {
-		case redisstore.ModeFunctions:
-			r.pipeline(ctx, calls, again, fcall)
-		case redisstore.ModeScripts:
-			r.evalMulti(ctx, calls, again)
-		}
+		r.fn.RetryMulti(ctx, r.load, again, func(i int) error { return calls[i].Err },
+			func(idx []int) []int { return r.pipeline(ctx, calls, idx, fcall) },
+			func(idx []int) { r.evalMulti(ctx, calls, idx) })
 		return
 	}
 	r.evalMulti(ctx, calls, nil)
