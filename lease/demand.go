@@ -104,8 +104,8 @@ func (m *demand) over(now, span int64) int64 {
 
 // coldSets is how many pairs of slots a shard keeps the demand of keys
 // without a lease in (a power of two): such a key takes no lease, only a
-// slot here, and it is leased once its slot shows it warm. 64
-// shards of 512 pairs of 64-byte slots hold 4 MB.
+// slot here, and it is leased once its slot shows it warm. 64 shards of 512
+// pairs of 64-byte slots hold 4 MB.
 const coldSets = 512
 
 // coldTable holds the demand estimates of keys without a lease, in one of

@@ -71,9 +71,9 @@ func (s *Store) Remote() sluice.Store { return s.remote }
 
 // Decide implements sluice.Store: from the key's lease when it holds the
 // cost (one short critical section, no allocation); for a key that asks too
-// rarely for a lease to pay (fewer than leaseMin requests per TTL), with one call to the store, as
-// without leases, after one lookup in its shard; else after reserving a new
-// lease.
+// rarely for a lease to pay (fewer than leaseMin requests per TTL), with one
+// call to the store, as without leases, after one lookup in its shard; else
+// after reserving a new lease.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	ttl := s.ttlOf(req.Policy)
 	if req.Cost == 0 || ttl == 0 {
