@@ -115,3 +115,37 @@ func BenchmarkStack(b *testing.B) {
 	b.Run("lease-over-failover", func(b *testing.B) { run(b, lease.New(failover.New(memory.New()))) })
 	b.Run("failover-over-lease", func(b *testing.B) { run(b, failover.New(lease.New(memory.New()))) })
 }
+
+// BenchmarkColdKeys: the lease layer's own cost on keys it never leases —
+// 1,000,000 keys, each asked about once — over the memory store, against
+// the memory store alone. A cold key's decision should cost about what the
+// store's does: one shard lookup, no allocation, no store call but its own.
+//
+//	go test -run XXX -bench ColdKeys -count 5 ./lease/
+func BenchmarkColdKeys(b *testing.B) {
+	p := sluice.Policy{Name: "cold", Algorithm: sluice.GCRA, Limit: 1_000_000_000, Period: time.Second}
+	keys := make([]string, 1_000_000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	run := func(b *testing.B, st sluice.Store) {
+		l, err := sluice.New(st, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var next atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(next.Add(1)) * 7919
+			for pb.Next() {
+				i += 104729 // a prime: every key once before any twice
+				if _, err := l.Allow(context.Background(), keys[i%len(keys)]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("memory", func(b *testing.B) { run(b, memory.New()) })
+	b.Run("lease", func(b *testing.B) { run(b, lease.New(memory.New())) })
+}

@@ -1,6 +1,9 @@
 package lease
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"math"
+)
 
 // leaseMin is the fewest requests a key must have asked for within one TTL
 // before it is leased. A lease costs a reservation (and sometimes a
@@ -16,6 +19,7 @@ const leaseMin = 3
 type demand struct {
 	d            int64 // µs: the window, the key's TTL when last asked; 0: never asked
 	start        int64 // µs: the current window's start
+	first        int64 // µs: the key's first request since it was last idle for a window
 	reqs, units  int64 // asked in the current window
 	preqs, punit int64 // asked in the previous one
 }
@@ -23,9 +27,12 @@ type demand struct {
 // add counts a request of n units at now.
 func (m *demand) add(n, now, d int64) {
 	if m.d != d { // a new key, or a policy whose TTL changed: start over
-		*m = demand{d: d, start: now}
+		*m = demand{d: d, start: now, first: now}
 	}
 	m.roll(now)
+	if m.reqs == 0 && m.preqs == 0 { // idle for a window or more: a new run of requests
+		m.first = now
+	}
 	m.reqs++
 	m.units += n
 }
@@ -59,39 +66,55 @@ func (m *demand) requests(now int64) float64 {
 	return float64(m.reqs) + float64(m.preqs)*m.weight(now)
 }
 
+// most is the most units a lease taken now may hold: what the key asked
+// for since it was first seen, while that was less than d ago; no bound
+// after. A key's activity may end at any time (a client that leaves, a
+// load that stops), and the longer it has lasted, the likelier it goes on:
+// three requests in a second say the next second brings about as many,
+// not that the next minute brings a hundred. So a warming key's leases
+// grow with it — each at most what it asked so far — and never hold much
+// more than it will use.
+func (m *demand) most(now int64) int64 {
+	if now-m.first < m.d {
+		return m.units + m.punit
+	}
+	return math.MaxInt64
+}
+
 // warm reports whether leasing the key pays: it asked leaseMin times or more
 // within the last d.
 func (m *demand) warm(now int64) bool { return m.requests(now) >= leaseMin }
 
 // over is how many units the key is expected to ask for in the span µs
-// from now: what it asked in the last d, pro rata. A key seen for
-// less than d (nothing in the previous window) has its rate taken over the
-// time it has been seen, but is expected to ask for at most what it asked:
-// a burst of a few requests must not lease a lot (a hot key's next leases
-// follow the rate it spends them at).
+// from now: its rate in units (over the time it has been seen when that is
+// less than d, else over the last d) times span, at most most(now). A
+// burst of a few requests must not lease a lot: a hot key's next leases
+// follow the rate it spends them at.
 func (m *demand) over(now, span int64) int64 {
 	if m.d == 0 {
 		return 0
 	}
 	m.roll(now)
-	if m.punit == 0 {
-		seen := max(1, now-m.start)
-		return int64(min(float64(m.units)*float64(span)/float64(seen), float64(m.units)))
+	if seen := now - m.first; seen < m.d {
+		units := m.units + m.punit
+		return int64(min(float64(units)*float64(span)/float64(max(1, seen)), float64(units)))
 	}
 	return int64((float64(m.units) + float64(m.punit)*m.weight(now)) * float64(span) / float64(m.d))
 }
 
-// coldSlots is how many keys a shard estimates the demand of without leasing
-// them (a power of two): the keys too cold to lease take no lease, only a
-// slot here, and a key is leased once its slot shows it warm. 64 shards of
-// 1,024 slots hold about 3.7 MB.
-const coldSlots = 1024
+// coldSets is how many pairs of slots a shard keeps the demand of keys
+// without a lease in (a power of two): such a key takes no lease, only a
+// slot here, and it is leased once its slot shows it warm. 64 shards of 512
+// pairs of 64-byte slots hold 4 MB.
+const coldSets = 512
 
-// coldTable holds the demand estimates of keys without a lease, two
-// candidate slots per key. A key that loses its slot to another only starts
-// its estimate over: it is leased later, never wrongly.
+// coldTable holds the demand estimates of keys without a lease, in one of
+// two adjacent slots per key (a decision reads one or two neighbouring
+// cache lines, not two far apart). A key that loses its slot to another
+// only starts its estimate over: it is leased later, never wrongly. A key
+// with a slot has no lease: the slot is dropped when the key is leased.
 type coldTable struct {
-	slots []coldSlot // allocated on first use
+	sets [][2]coldSlot // allocated on first use
 }
 
 type coldSlot struct {
@@ -99,31 +122,45 @@ type coldSlot struct {
 	demand
 }
 
-// find returns the estimate of the key tagged tag (not 0) at now, taking the
-// less busy of its two slots when it has none.
-func (t *coldTable) find(tag uint64, now int64) *demand {
-	if t.slots == nil {
-		t.slots = make([]coldSlot, coldSlots)
+// lookup returns the estimate of the key tagged tag, nil when it has none.
+func (t *coldTable) lookup(tag uint64) *demand {
+	if t.sets == nil {
+		return nil
 	}
-	a, b := &t.slots[tag%coldSlots], &t.slots[(tag>>32)%coldSlots]
-	switch {
-	case a.tag == tag:
-		return &a.demand
-	case b.tag == tag:
-		return &b.demand
+	set := &t.sets[tag%coldSets]
+	switch tag {
+	case set[0].tag:
+		return &set[0].demand
+	case set[1].tag:
+		return &set[1].demand
 	}
-	if b.requests(now) < a.requests(now) {
-		a = b
+	return nil
+}
+
+// insert gives the key tagged tag (not 0, without a slot) the less busy of
+// its two slots at now, and returns its estimate, empty.
+func (t *coldTable) insert(tag uint64, now int64) *demand {
+	if t.sets == nil {
+		t.sets = make([][2]coldSlot, coldSets)
 	}
-	*a = coldSlot{tag: tag}
-	return &a.demand
+	set := &t.sets[tag%coldSets]
+	s := &set[0]
+	if set[1].requests(now) < s.requests(now) {
+		s = &set[1]
+	}
+	*s = coldSlot{tag: tag}
+	return &s.demand
 }
 
 // drop frees the slot of the key tagged tag, now leased.
 func (t *coldTable) drop(tag uint64) {
-	for _, i := range [2]uint64{tag % coldSlots, (tag >> 32) % coldSlots} {
-		if t.slots[i].tag == tag {
-			t.slots[i] = coldSlot{}
+	if t.sets == nil {
+		return
+	}
+	set := &t.sets[tag%coldSets]
+	for i := range set {
+		if set[i].tag == tag {
+			set[i] = coldSlot{}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // with leases off and on, on 10,000 keys chosen uniformly, by Zipf(1.1) (a
 // few keys take most calls) and on one hot key; gcra at 10⁹/s, so every
 // decision admits. Each run starts cold (a fresh prefix and lease store).
-// Reports Redis CPU µs per decision (INFO cpu over the run) and store calls
+// Reports Redis CPU µs per decision (INFO cpu over the run), the benchmark
+// process's own CPU µs per decision (both nodes, getrusage) and store calls
 // per decision. Compare off and on within one run, interleaved by rounds:
 //
 //	go test -run XXX -bench KeyDistributions -benchtime 100000x -count 5 ./lease/
@@ -58,7 +60,7 @@ func BenchmarkKeyDistributions(b *testing.B) {
 				}
 				var seed atomic.Uint64
 				b.SetParallelism(64 / runtime.GOMAXPROCS(0))
-				cpu0 := cpuOf(b, srv)
+				cpu0, self0 := cpuOf(b, srv), selfCPU()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					n := seed.Add(1)
@@ -80,6 +82,7 @@ func BenchmarkKeyDistributions(b *testing.B) {
 				})
 				b.StopTimer()
 				b.ReportMetric((cpuOf(b, srv)-cpu0)*1e6/float64(b.N), "redis-cpu-µs/decision")
+				b.ReportMetric((selfCPU()-self0).Seconds()*1e6/float64(b.N), "node-cpu-µs/decision")
 				var st lease.Stats
 				for _, ls := range nodes {
 					s := ls.Stats()
@@ -103,4 +106,13 @@ func cpuOf(b *testing.B, srv *redistest.Server) float64 {
 		b.Fatal(err)
 	}
 	return cpu
+}
+
+// selfCPU is the CPU time (user and system) this process has used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

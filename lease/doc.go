@@ -9,7 +9,8 @@
 // later requests from the batch without asking the store, until the batch is
 // spent, its TTL d ends, or (fixed_window) its window ends. The batch size is
 // the key's expected demand over the lease's life (the rate it spent its
-// previous lease at, or its request rate) and, for a fixed window, at most a
+// previous lease at, or its request rate; while the key has been seen for
+// less than d, at most what it asked so far) and, for a fixed window, at most a
 // quarter of what the store had left, so near the limit leases shrink to
 // single units; a key that cools gets smaller leases, then none. Unused units
 // are given back when the lease ends or the store is closed, if the key's

@@ -72,7 +72,8 @@ func (s *Store) Remote() sluice.Store { return s.remote }
 // Decide implements sluice.Store: from the key's lease when it holds the
 // cost (one short critical section, no allocation); for a key that asks too
 // rarely for a lease to pay (fewer than leaseMin requests per TTL), with one
-// call to the store, as without leases; else after reserving a new lease.
+// call to the store, as without leases, after one lookup in its shard; else
+// after reserving a new lease.
 func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, error) {
 	ttl := s.ttlOf(req.Policy)
 	if req.Cost == 0 || ttl == 0 {
@@ -85,8 +86,9 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 	}
 	now := s.now()
 	s.sweepDue(ctx, now)
-	id := leaseID{policy: req.Policy.Name, alg: req.Policy.Algorithm, key: req.Key}
 	sh, h := s.shardHash(req.Key)
+	tag := s.coldTag(h, req.Policy.Name)
+	id := leaseID{policy: req.Policy.Name, alg: req.Policy.Algorithm, key: req.Key}
 	sh.mu.Lock()
 	if sh.leases == nil { // closed
 		sh.mu.Unlock()
@@ -95,21 +97,28 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 	}
 	sh.decisions++
 	d := ttl.Microseconds()
-	l := sh.leases[id]
+	// A key with a slot in the cold table has no lease: one lookup decides
+	// a cold key's way.
+	m := sh.cold.lookup(tag)
+	var l *lease
+	if m == nil {
+		if l = sh.leases[id]; l == nil {
+			m = sh.cold.insert(tag, now)
+		}
+	}
 	if l == nil {
-		tag := s.coldTag(h, req.Policy.Name)
-		m := sh.cold.find(tag, now)
 		m.add(req.Cost, now, d)
 		if !m.warm(now) {
-			// Too cold to lease: one call decides, as without leases.
+			// Too cold to lease: one call decides, as without leases. The
+			// shard counts it (Stats), so that no counter shared by every
+			// caller is written on this path.
 			sh.direct++
 			sh.mu.Unlock()
-			s.waited.Add(1)
-			return s.remoteDecide(ctx, req)
+			return s.remote.Decide(ctx, req)
 		}
-		l = sh.get(id, req.Policy)
-		l.demand = *m
-		sh.cold.drop(tag)
+		dm := *m // get frees the slot
+		l = sh.get(id, req.Policy, tag)
+		l.demand = dm
 	} else {
 		l.demand.add(req.Cost, now, d)
 	}
@@ -143,8 +152,7 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 		sh.direct++
 		sh.mu.Unlock()
 		s.giveBackLater(ctx, back)
-		s.waited.Add(1)
-		return s.remoteDecide(ctx, req)
+		return s.remote.Decide(ctx, req)
 	}
 	sh.mu.Unlock()
 	// From here the decision waits for the store: its releases, its key's
@@ -155,7 +163,7 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 	ctx = failover.MarkStart(ctx, start)
 	s.giveBack(ctx, back)
 	s.waited.Add(1)
-	return s.reserve(ctx, sh, id, req, s.waitUntil(start))
+	return s.reserve(ctx, sh, id, tag, req, s.waitUntil(start))
 }
 
 // waitUntil is when a decision marked at start stops waiting for its key's
@@ -178,14 +186,14 @@ func (s *Store) remoteDecide(ctx context.Context, req sluice.Request) (sluice.Re
 // others wait for it, until waitUntil, and then decide from what it got. One
 // that waited too long asks the remote store, whose fail policy decides at
 // once (its budget is spent).
-func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, req sluice.Request, waitUntil time.Time) (sluice.Result, error) {
+func (s *Store) reserve(ctx context.Context, sh *shard, id leaseID, tag uint64, req sluice.Request, waitUntil time.Time) (sluice.Result, error) {
 	for {
 		sh.mu.Lock()
 		if sh.leases == nil { // closed
 			sh.mu.Unlock()
 			return s.remoteDecide(ctx, req)
 		}
-		l := sh.get(id, req.Policy)
+		l := sh.get(id, req.Policy, tag)
 		sh.mu.Unlock()
 		if !l.mu.LockBefore(waitUntil) {
 			return s.remoteDecide(ctx, req)

@@ -39,11 +39,13 @@ func (s *Store) shardHash(key string) (*shard, uint64) {
 }
 
 // get returns the lease of id, creating it under p; sh is locked and open.
-func (sh *shard) get(id leaseID, p *sluice.Policy) *lease {
+// A new lease takes the key (tagged tag) out of the cold table.
+func (sh *shard) get(id leaseID, p *sluice.Policy, tag uint64) *lease {
 	l := sh.leases[id]
 	if l == nil {
 		l = &lease{mu: newKeyLock(), id: id, sh: sh, policy: *p}
 		sh.leases[id] = l
+		sh.cold.drop(tag)
 	}
 	return l
 }
@@ -65,12 +67,16 @@ type Stats struct {
 func (s *Store) Stats() Stats {
 	st := Stats{Decisions: s.remoteDecisions.Load(), Direct: s.remoteDecisions.Load(), StoreCalls: s.storeCalls.Load(),
 		Releases: s.releases.Load(), Renewals: s.renewals.Load(), Background: s.background.Load(), Waited: s.waited.Load()}
+	// The shards count their direct decisions, each one store call that
+	// the decision waited for.
 	now := s.now()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		st.Decisions += sh.decisions
 		st.Direct += sh.direct
+		st.StoreCalls += sh.direct
+		st.Waited += sh.direct
 		st.Leases += len(sh.leases)
 		for _, l := range sh.leases {
 			if !l.retired {

@@ -10,10 +10,13 @@ import (
 	"github.com/sluicehq/sluice/storetest"
 )
 
-// TestLeaseSizes: a key is leased once it asks three times within a TTL; its
-// first lease is its rate so far over a TTL, but at most what it asked;
-// the next ones are one TTL at the rate the lease before was spent; a key
-// that goes cold is decided by one store call per request again.
+// TestLeaseSizes: a key is leased once a lease is expected to admit two
+// requests after the one reserving it (three requests within a TTL); a
+// lease holds no more than the key is expected to use: while the key has
+// been seen for less than a TTL, at most what it asked for so far (its
+// first lease its rate over a TTL but at most that, the next ones the rate
+// the lease before was spent at, at most that); then one TTL at that rate;
+// a key that goes cold is decided by one store call per request again.
 func TestLeaseSizes(t *testing.T) {
 	clock := storetest.NewClock(storetest.Epoch)
 	// B·T = 1s, so the TTL is 50ms and the max lease (100,000) caps nothing here.
@@ -50,20 +53,22 @@ func TestLeaseSizes(t *testing.T) {
 	decide(15 * time.Millisecond)
 	decide(20 * time.Millisecond)
 	held(0, "first lease spent")
-	// Three units spent in the 15ms since it was reserved: 10 per TTL.
+	// Three units spent in the 15ms since it was reserved: 10 per TTL, but
+	// at most the six it asked for in the 25ms it has been seen.
 	decide(25 * time.Millisecond)
-	held(9, "second lease")
-	for at := 30 * time.Millisecond; at <= 70*time.Millisecond; at += 5 * time.Millisecond {
+	held(5, "second lease")
+	for at := 30 * time.Millisecond; at <= 50*time.Millisecond; at += 5 * time.Millisecond {
 		decide(at)
 	}
 	held(0, "second lease spent")
-	// Ten units spent in the 50ms it lasted: 10 per TTL again.
-	decide(75 * time.Millisecond)
+	// Six units spent in the 30ms since it was reserved: 10 per TTL, and the
+	// key has been seen for longer than a TTL.
+	decide(55 * time.Millisecond)
 	held(9, "third lease")
 	// A lease that outlives the key's requests: its TTL ends with units left,
 	// which are not given back (the bucket refilled them long since: a
 	// release would cost a call for nothing).
-	decide(80 * time.Millisecond)
+	decide(60 * time.Millisecond)
 	clock.Set(storetest.Epoch.Add(200 * time.Millisecond))
 	held(0, "third lease, expired")
 	decide(200 * time.Millisecond)

@@ -146,7 +146,9 @@ func (l *lease) settle(r sluice.Reservation, err error, cost, size, now int64, t
 // cost: what the key is expected to ask for over the lease's lifetime (d,
 // or for a fixed window what is left of the window if that is shorter) — at
 // the rate it spent its last lease (units used ÷ how long the lease lasted)
-// when it had one lately, else at its demand — at most maxLease, and for a
+// when it had one lately, else at its demand — at most what the key asked
+// for so far while it has been seen for less than d (demand.most: a lease
+// holds no more than the key is expected to use), at most maxLease, and for a
 // fixed window at most a quarter of what the store has left (so near the
 // limit leases shrink to single units, and few are stranded until the window
 // ends); but never below cost. A bucket's lease takes what is left instead,
@@ -167,7 +169,7 @@ func (l *lease) nextSize(cost, now, maxLease int64, ttl time.Duration) int64 {
 		// too many is a unit others are denied.
 		used := float64(l.spent)
 		lasted := float64(max(1, min(now, l.expires)-l.start))
-		size = int64(math.Ceil(used * float64(span) / lasted))
+		size = int64(math.Ceil(min(used*float64(span)/lasted, float64(l.demand.most(now)))))
 	} else {
 		size = l.demand.over(now, span)
 	}

@@ -28,7 +28,8 @@ func TestSweep(t *testing.T) {
 			t.Fatalf("%s: %+v %v", key, res, err)
 		}
 	}
-	for range 250 { // the hot key's leases grow with its demand: many units
+	const hot = 250
+	for range hot { // the hot key's leases grow with its demand: many units
 		decide("hot")
 	}
 	for i := range 50 { // too cold to lease: one store call each, nothing held
@@ -50,8 +51,8 @@ func TestSweep(t *testing.T) {
 		return n == 0, fmt.Sprint(n, " still running")
 	})
 	peek, err := remote.Decide(ctx, sluice.Request{Policy: &p, Key: "hot"})
-	if err != nil || peek.Remaining != p.Limit-250 {
-		t.Errorf("the store has %d of the hot key's units left (%v), want %d: the lease was not given back", peek.Remaining, err, p.Limit-250)
+	if err != nil || peek.Remaining != p.Limit-hot {
+		t.Errorf("the store has %d of the hot key's units left (%v), want %d: the lease was not given back", peek.Remaining, err, p.Limit-hot)
 	}
 	for i := 0; s.Stats().Leases > 1; i++ { // "other" is live
 		if i > 1000 {
