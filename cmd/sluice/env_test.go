@@ -212,7 +212,7 @@ func TestValidateRuntimeDirectory(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "api.yml"), nativeConfig)
 	t.Setenv("RUNTIME_ROOT", root)
 	t.Setenv("RUNTIME_SUBDIRECTORY", "ratelimit")
-	if code, out, errOut := runCmd("validate"); code != 0 || out != "ok: 2 policies, 1 domains in 2 files\n" {
+	if code, out, errOut := runCmd("validate"); code != 0 || out != "ok: 2 policies, 1 domain in 2 files\n" {
 		t.Fatalf("validate: exit %d %q %q", code, out, errOut)
 	}
 	writeFile(t, filepath.Join(dir, "broken.yaml"), "domain: [\n")
@@ -233,7 +233,7 @@ func TestValidateReadsServeEnvironment(t *testing.T) {
 	if code, out, errOut := runCmd("validate"); code != 0 || !strings.Contains(out, "in 2 files") {
 		t.Fatalf("SLUICE_CONFIG: exit %d %q %q", code, out, errOut)
 	}
-	if code, out, errOut := runCmd("validate", a); code != 0 || !strings.Contains(out, "in 1 files") {
+	if code, out, errOut := runCmd("validate", a); code != 0 || !strings.Contains(out, "in 1 file\n") {
 		t.Fatalf("a named file wins over SLUICE_CONFIG: exit %d %q %q", code, out, errOut)
 	}
 	t.Setenv("SLUICE_STORE", "redis://127.0.0.1:1/notadb")

@@ -218,7 +218,7 @@ func TestValidateCommand(t *testing.T) {
 	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
 	writeFile(t, good, nativeConfig)
 	writeFile(t, bad, "policies:\n  - name: x\n    algorithm: gcra\n    limit: 0\n    period: 1m\n    colour: red\n")
-	if code, out, errOut := runCmd("validate", "--config", good); code != 0 || !strings.HasPrefix(out, "ok: 1 policies") {
+	if code, out, errOut := runCmd("validate", "--config", good); code != 0 || !strings.HasPrefix(out, "ok: 1 policy,") {
 		t.Fatalf("valid file: exit %d %q %q", code, out, errOut)
 	}
 	code, _, errOut := runCmd("validate", "--config", bad)
@@ -232,7 +232,7 @@ func TestValidateCommand(t *testing.T) {
 	}
 	costly := filepath.Join(dir, "costly.yaml")
 	writeFile(t, costly, "policies:\n  - name: log\n    algorithm: sliding_log\n    limit: 5000\n    period: 1h\n")
-	if code, out, errOut := runCmd("validate", "--config", costly); code != 0 || !strings.HasPrefix(out, "ok: 1 policies") ||
+	if code, out, errOut := runCmd("validate", "--config", costly); code != 0 || !strings.HasPrefix(out, "ok: 1 policy,") ||
 		!strings.Contains(errOut, "warning: "+costly+":2: policy log: sliding_log keeps one entry per admitted unit: limit 5000 can hold up to 130 kB per key in Redis") {
 		t.Errorf("costly policy: exit %d %q %q", code, out, errOut)
 	}

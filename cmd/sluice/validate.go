@@ -72,7 +72,8 @@ func runValidate(_ context.Context, args []string, stdout, stderr io.Writer) int
 	for _, w := range append(cfg.Warnings(), storestack.Warnings(store.section(cfg))...) {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
-	fmt.Fprintf(stdout, "ok: %d policies, %d domains in %d files\n", len(cfg.Policies), len(cfg.Domains), len(cfg.Files))
+	fmt.Fprintf(stdout, "ok: %s, %s in %s\n", count(len(cfg.Policies), "policy", "policies"),
+		count(len(cfg.Domains), "domain", "domains"), count(len(cfg.Files), "file", "files"))
 	return 0
 }
 
@@ -139,4 +140,12 @@ func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprintf(stdout, "sluice %s (%s)\n", buildVersion(), goVersion)
 	return 0
+}
+
+// count says n things, in the singular for one.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
