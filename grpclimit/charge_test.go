@@ -2,7 +2,6 @@ package grpclimit_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/sluicehq/sluice/internal/testwait"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -80,27 +78,7 @@ var usageService = grpc.ServiceDesc{
 // startUsage serves usageService behind the interceptors on 127.0.0.1.
 func startUsage(t *testing.T, opts ...grpclimit.Option) *grpc.ClientConn {
 	t.Helper()
-	in, err := grpclimit.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(in.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(in.StreamServerInterceptor()),
-	)
-	srv.RegisterService(&usageService, struct{}{})
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return serve(t, func(srv *grpc.Server) { srv.RegisterService(&usageService, struct{}{}) }, opts...)
 }
 
 // report makes a unary call reporting used (see usageService) and returns

@@ -51,6 +51,14 @@ func newLimiter(t *testing.T, store sluice.Store, p sluice.Policy) *sluice.Limit
 // listener on 127.0.0.1 and returns a client connected to it.
 func start(t *testing.T, opts ...grpclimit.Option) healthpb.HealthClient {
 	t.Helper()
+	conn := serve(t, func(srv *grpc.Server) { healthpb.RegisterHealthServer(srv, health.NewServer()) }, opts...)
+	return healthpb.NewHealthClient(conn)
+}
+
+// serve serves what register registers behind the interceptors on a real
+// TCP listener on 127.0.0.1 and returns a client connection to it.
+func serve(t *testing.T, register func(*grpc.Server), opts ...grpclimit.Option) *grpc.ClientConn {
+	t.Helper()
 	in, err := grpclimit.New(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +71,7 @@ func start(t *testing.T, opts ...grpclimit.Option) healthpb.HealthClient {
 		grpc.ChainUnaryInterceptor(in.UnaryServerInterceptor()),
 		grpc.ChainStreamInterceptor(in.StreamServerInterceptor()),
 	)
-	healthpb.RegisterHealthServer(srv, health.NewServer())
+	register(srv)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -71,7 +79,7 @@ func start(t *testing.T, opts ...grpclimit.Option) healthpb.HealthClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return healthpb.NewHealthClient(conn)
+	return conn
 }
 
 type outcome struct {
