@@ -39,7 +39,11 @@
 #       WARMUP (0s: none), BASE (the revision the base variant is built from),
 #       STATS (1: after each run, print to stderr every command Redis ran in
 #       it, with its calls and µs, from INFO commandstats; a script's own
-#       GET, SET, TIME count there too)
+#       GET, SET, TIME count there too),
+#       REDIS_CPUS (e.g. 1: run redis-server on those CPUs only, with taskset;
+#       start the script itself under taskset -c 0 to keep the nodes and the
+#       load off them: Redis' CPU per decision then shifts less with what the
+#       nodes spend)
 # Output: one CSV line per run (round,load,variant,rps_node0,rps_node1,
 # decisions,errors,cpu_us_per_decision,calls_per_decision,
 # node0_cpu_us_per_request,node1_cpu_us_per_request: each serve process's

@@ -26,7 +26,8 @@
 #       CLUSTER (0: one server; N: a Cluster of N masters, e.g. 3),
 #       ALGS ("fixed_window sliding_window token_bucket gcra leaky_bucket"),
 #       LIMIT (1000000000), PERIOD (1s), BURST (0: the limit),
-#       HOT (0: the share of calls on the one key "hot", as bench --hot)
+#       HOT (0: the share of calls on the one key "hot", as bench --hot),
+#       REDIS_CPUS (one server only: run it on those CPUs, e.g. 1, with taskset)
 # Output: one CSV line per run (round,build,algorithm,decisions,rps,
 # cpu_us_per_decision,command,usec_per_call,calls_per_decision), then the
 # medians per build and algorithm.
