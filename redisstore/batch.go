@@ -29,7 +29,8 @@ func (s *Store) batchInstant(a *argBuilder) {
 // requests on one (policy, key) as one run at the place of the first, lone
 // requests of one cost on keys of their own as one record, a policy's
 // numbers only when it differs from the previous run's, each DecideAll set
-// as one all-or-nothing record, and each reservation and release as one.
+// as one all-or-nothing record, and each reservation, release and dry run
+// as one.
 func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	e := encodedBatch{order: arrange(batch)}
 	var a argBuilder
@@ -57,6 +58,14 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 			a.int(w.reqs[0].Cost)
 			e.keys = append(e.keys, w.keys[0])
 			e.replyLen += replyLen
+			i++
+			continue
+		case opDry:
+			a.str("d")
+			a.policy(w.reqs[0].Policy)
+			a.int(w.reqs[0].Cost)
+			e.keys = append(e.keys, w.keys[0])
+			e.replyLen += batchStride
 			i++
 			continue
 		case opRelease:
