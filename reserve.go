@@ -56,18 +56,20 @@ func Reservable(a Algorithm) bool {
 // upTo units of state s at now and returns the new state and the
 // Reservation. cost must be within [1, p.Capacity()] and p's algorithm
 // Reservable.
+//
+// A peek's Remaining is exact (a request of that many is admitted, one of
+// more denied), so when all that is asked for is admitted one Decide does
+// it; only a denial peeks for what is left. The Redis scripts (reserve.lua)
+// reserve the same way.
 func Reserve(p *Policy, s State, now, cost, upTo int64) (State, Reservation) {
-	_, peek := Decide(p, s, now, 0)
-	grant := min(max(upTo, cost), peek.Remaining, p.capacity())
-	if grant < cost {
-		_, res := Decide(p, s, now, cost) // the exact denial, s unchanged
-		if !res.Allowed {
-			return s, Reservation{Result: res}
-		}
-		grant = cost
-	}
+	grant := max(min(upTo, p.capacity()), cost)
 	next, res := Decide(p, s, now, grant)
-	if !res.Allowed { // Remaining is exact, so this does not happen
+	if !res.Allowed && grant > cost {
+		_, peek := Decide(p, s, now, 0)
+		grant = max(min(peek.Remaining, grant-1), cost) // grant was denied
+		next, res = Decide(p, s, now, grant)
+	}
+	if !res.Allowed { // fewer than cost left: the exact denial, s unchanged
 		return s, Reservation{Result: res}
 	}
 	r := Reservation{Granted: grant, Result: res}

@@ -29,8 +29,9 @@ func (s *Store) batchInstant(a *argBuilder) {
 // requests on one (policy, key) as one run at the place of the first, lone
 // requests of one cost on keys of their own as one record, a policy's
 // numbers only when it differs from the previous run's, each DecideAll set
-// as one all-or-nothing record, and each reservation, release and dry run
-// as one.
+// as one all-or-nothing record, each reservation as one (after its policy,
+// when that differs from the previous record's), and each release and dry
+// run as one.
 func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	e := encodedBatch{order: arrange(batch)}
 	var a argBuilder
@@ -43,9 +44,12 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 			mixed = mixed || r.Policy.Algorithm != alg
 		}
 		switch w.op {
-		case opReserve:
-			a.str("v")
-			a.policy(w.reqs[0].Policy)
+		case opReserve: // a lease's: its policy mostly that of the record before
+			if p := w.reqs[0].Policy; p != last {
+				a.policy(p)
+				last = p
+			}
+			a.str("u")
 			a.int(w.reqs[0].Cost)
 			a.int(w.upTo)
 			e.keys = append(e.keys, w.keys[0])

@@ -73,10 +73,11 @@ stop_pid() {
 
 # start_redis DIR: a redis-server without persistence on 127.0.0.1:$PORT
 # (a free port when PORT is unset), its files in DIR; sets PORT and
-# redis_pid and returns once it answers PING.
+# redis_pid and returns once it answers PING. With REDIS_CPUS set (a taskset
+# list, e.g. 1) the server runs on those CPUs only.
 start_redis() {
 	[[ -n ${PORT:-} ]] || PORT=$(freeport)
-	redis-server --bind 127.0.0.1 --port "$PORT" --dir "$1" --save '' --appendonly no \
+	${REDIS_CPUS:+taskset -c "$REDIS_CPUS"} redis-server --bind 127.0.0.1 --port "$PORT" --dir "$1" --save '' --appendonly no \
 		--protected-mode no --daemonize no --logfile "$1/redis.log" &
 	redis_pid=$!
 	for _ in $(seq 100); do

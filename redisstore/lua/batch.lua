@@ -86,16 +86,19 @@ end
 --                                arguments instead of one per key;
 --   'a', k, then k times code, P, L, C, T, n
 --                                all or nothing over k keys, as DecideAll;
---   'v', code, P, L, C, T, n, m  a reservation of n to m units (reserve.lua),
---                                replying granted, remaining, retry_after,
---                                reset_after, delay, ref1, ref2;
+--   [code, P, L, C, T,] 'u', n, m
+--                                a reservation of n to m units (reserve.lua)
+--                                under that policy (or the previous
+--                                record's), replying granted, remaining,
+--                                retry_after, reset_after, delay, ref1, ref2:
+--                                three arguments where the policy repeats;
 --   'h', code, P, L, C, T, n     one request decided and written as a lone
 --                                Decide is, replying its ref1, ref2 too (a
 --                                reservation of a set whose keys are on
 --                                several nodes, crossslot.go);
 --   'r', code, P, L, C, T, n, ref1, ref2
 --                                a refund of n units admitted with ref1,
---                                ref2 (main.lua's mode 'r'), replying nothing.
+--                                ref2 (main.lua's mode 'r'), replying nothing;
 --   'd', code, P, L, C, T, n     a dry run (header.lua's dry_run, main.lua's
 --                                mode 'd'): one request decided without
 --                                writing, the key reported as a peek sees
@@ -119,9 +122,10 @@ local function decide_batch(keys, argv)
       local k = tonumber(argv[i + 1])
       all_or_nothing(keys, ki, k, argv, i + 2, out, o)
       ki, i, o = ki + k, i + 2 + 6 * k, o + 5 * k
-    elseif tok == 'v' then
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = reserve_held(ALG[argv[i + 1]], keys[ki], argv, i + 2)
-      ki, i, o = ki + 1, i + 8, o + 7
+    elseif tok == 'u' then
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7] = reserve_held(alg, keys[ki], P, L, C, T,
+        tonumber(argv[i + 1]), tonumber(argv[i + 2]))
+      ki, i, o = ki + 1, i + 3, o + 7
     elseif tok == 'h' then
       local alg, key = ALG[argv[i + 1]], keys[ki]
       local allowed, remaining, retry, reset, delay, w, reset_at, r1, r2 = alg.decide(key, tonumber(argv[i + 2]), tonumber(argv[i + 3]),
@@ -151,7 +155,7 @@ local function decide_batch(keys, argv)
         ki, o = ki + 1, o + 5
       end
       i = i + 3
-    elseif ALG[tok] and argv[i + 5] == 'm' then -- a policy for the 'm' record after it
+    elseif ALG[tok] and (argv[i + 5] == 'm' or argv[i + 5] == 'u') then -- a policy for the record after it
       alg, P, L, C, T = ALG[tok], tonumber(argv[i + 1]), tonumber(argv[i + 2]), tonumber(argv[i + 3]), tonumber(argv[i + 4])
       i = i + 5
     else
