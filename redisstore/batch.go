@@ -29,8 +29,9 @@ func (s *Store) batchInstant(a *argBuilder) {
 // requests on one (policy, key) as one run at the place of the first, lone
 // requests of one cost on keys of their own as one record, a policy's
 // numbers only when it differs from the previous run's, each DecideAll set
-// as one all-or-nothing record, each reservation as one (after its policy, when that differs from the
-// previous record's), and each release as one.
+// as one all-or-nothing record, each reservation as one (after its policy,
+// when that differs from the previous record's), and each release and dry
+// run as one.
 func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 	e := encodedBatch{order: arrange(batch)}
 	var a argBuilder
@@ -55,12 +56,16 @@ func (s *Store) encodeBatch(batch []*waiter) encodedBatch {
 			e.replyLen += replyLen
 			i++
 			continue
-		case opHold:
-			a.str("h")
+		case opHold, opDry: // a spread set's steps: a hold replies its refs too
+			code, n := "h", replyLen
+			if w.op == opDry {
+				code, n = "d", batchStride
+			}
+			a.str(code)
 			a.policy(w.reqs[0].Policy)
 			a.int(w.reqs[0].Cost)
 			e.keys = append(e.keys, w.keys[0])
-			e.replyLen += replyLen
+			e.replyLen += n
 			i++
 			continue
 		case opRelease:

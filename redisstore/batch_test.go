@@ -105,32 +105,36 @@ func testBatch(t *testing.T, newStore func(t *testing.T, opts ...redisstore.Opti
 	}
 }
 
-// testLargeSet: a DecideAll set far above the batch bound goes alone and is
-// decided all or nothing, its long reply intact (packed in several parts).
+// testLargeSet: DecideAll sets of 40 keys and of 250, far above the batch
+// bound, are decided all or nothing, their long replies intact (packed in
+// several parts). On one node a large set goes alone; over several shards
+// or slots a set of 40 makes its dry run in the queues of its nodes
+// (crossslot.go), one of 250 apart, a call per key.
 func testLargeSet(t *testing.T, newStore func(t *testing.T, opts ...redisstore.Option) *redisstore.Store) {
-	const keys = 250 // 1,250 reply values
-	s := newStore(t, redisstore.WithClock(storetest.NewClock(storetest.Epoch)))
-	p := &sluice.Policy{Name: "large", Algorithm: sluice.GCRA, Limit: 5, Period: time.Minute}
-	reqs := make([]sluice.Request, keys)
-	for i := range reqs {
-		reqs[i] = sluice.Request{Policy: p, Key: fmt.Sprintf("k%d", i), Cost: 1 + int64(i%2)}
-	}
-	res := make([]sluice.Result, keys)
-	if err := s.DecideAll(context.Background(), reqs, res); err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if want := 4 - int64(i%2); !r.Allowed || r.Remaining != want {
-			t.Fatalf("request %d: %+v; want admitted with %d remaining", i, r, want)
+	for _, keys := range []int{40, 250} { // 250: 1,250 reply values
+		s := newStore(t, redisstore.WithClock(storetest.NewClock(storetest.Epoch)))
+		p := &sluice.Policy{Name: "large", Algorithm: sluice.GCRA, Limit: 5, Period: time.Minute}
+		reqs := make([]sluice.Request, keys)
+		for i := range reqs {
+			reqs[i] = sluice.Request{Policy: p, Key: fmt.Sprintf("k%d", i), Cost: 1 + int64(i%2)}
 		}
-	}
-	reqs[keys-1].Cost = 5 // more than is left: the whole set is denied
-	if err := s.DecideAll(context.Background(), reqs, res); err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if want := 4 - int64(i%2); r.Allowed || r.Remaining != want || r.RetryAfter != res[0].RetryAfter || r.RetryAfter <= 0 {
-			t.Fatalf("request %d of the denied set: %+v; want denied, %d remaining, the set's RetryAfter", i, r, want)
+		res := make([]sluice.Result, keys)
+		if err := s.DecideAll(context.Background(), reqs, res); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if want := 4 - int64(i%2); !r.Allowed || r.Remaining != want {
+				t.Fatalf("%d keys, request %d: %+v; want admitted with %d remaining", keys, i, r, want)
+			}
+		}
+		reqs[keys-1].Cost = 5 // more than is left: the whole set is denied
+		if err := s.DecideAll(context.Background(), reqs, res); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if want := 4 - int64(i%2); r.Allowed || r.Remaining != want || r.RetryAfter != res[0].RetryAfter || r.RetryAfter <= 0 {
+				t.Fatalf("%d keys, request %d of the denied set: %+v; want denied, %d remaining, the set's RetryAfter", keys, i, r, want)
+			}
 		}
 	}
 }

@@ -64,7 +64,7 @@ type waiter struct {
 	op      op
 	upTo    int64              // a reservation's most units
 	res     sluice.Reservation // a reservation's answer; a release's, to give back from
-	held    []int64            // a hold's reply, replyLen values, set by the call
+	held    []int64            // a hold's reply (replyLen values) or a dry run's (batchStride), set by the call
 }
 
 // op is what a waiter asks for. Every kind shares the queues and the calls:
@@ -79,6 +79,7 @@ const (
 	opRelease           // a Release of reqs[0].Cost units of res
 	opCharge            // a Charge, or a ChargeAll set on one node (charge.go), queued apart
 	opHold              // a Decide replying its refunds' refs too (held): a spread set's reservation (crossslot.go)
+	opDry               // a Decide that writes nothing, replying a peek's view (held): a spread set's dry run (crossslot.go)
 )
 
 // submit decides w in the queue of its node: at once if no call is in flight
@@ -90,26 +91,46 @@ func (s *Store) submit(w *waiter) error {
 		return w.err
 	}
 	q := s.queuesOf(w)
+	if q.join(qk, w) {
+		s.runBatch(w.ctx, []*waiter{w})
+		s.handOff(q, qk)
+	}
+	return w.wait()
+}
+
+// join queues ws behind the call in flight on qk and returns false, or, with
+// none in flight there, marks one and returns true: the caller then makes
+// the call of ws (runBatch) and ends it (handOff).
+func (q *queues) join(qk queueKey, ws ...*waiter) bool {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	queue, busy := q.m[qk]
 	if !busy {
 		if q.m == nil {
 			q.m = map[queueKey][]*waiter{}
 		}
 		q.m[qk] = nil // a call is in flight: later items queue
-		q.mu.Unlock()
-		s.runBatch(w.ctx, []*waiter{w})
-		s.handOff(q, qk)
+		return true
+	}
+	for _, w := range ws {
+		if w.all {
+			// The caller's slice may be reused once it returns: the batch
+			// must not read it after that.
+			w.reqs = append([]sluice.Request(nil), w.reqs...)
+		}
+		w.done = make(chan struct{})
+	}
+	q.m[qk] = append(queue, ws...)
+	return false
+}
+
+// wait returns w's error once a call has decided it: at once when the
+// caller made that call itself, else when the call it queued for returns or
+// its context ends, whichever comes first.
+func (w *waiter) wait() error {
+	if w.done == nil {
 		return w.err
 	}
-	if w.all {
-		// The caller's slice may be reused once it returns: the batch must
-		// not read it after that.
-		w.reqs = append([]sluice.Request(nil), w.reqs...)
-	}
-	w.done = make(chan struct{})
-	q.m[qk] = append(queue, w)
-	q.mu.Unlock()
 	select {
 	case <-w.done:
 		return w.err
@@ -242,6 +263,8 @@ func (s *Store) runOne(ctx context.Context, w *waiter) {
 		args = s.requestArgs(modeReserve, req, s.now(), true, w.upTo, 0)[:8]
 	case opRelease:
 		args = s.requestArgs(modeRefund, req, s.now(), true, w.res.Ref1, w.res.Ref2)
+	case opDry:
+		args = s.requestArgs(modeDry, req, s.now(), false, 0, 0)
 	default:
 		args = s.requestArgs(modeWrite, req, s.now(), false, 0, 0)
 	}
@@ -262,6 +285,9 @@ func (w *waiter) read(reply []int64, off int) int {
 	case opHold:
 		copy(w.held, reply[off:off+replyLen])
 		return off + replyLen
+	case opDry:
+		copy(w.held, reply[off:off+batchStride])
+		return off + batchStride
 	case opRelease:
 		return off
 	}

@@ -11,16 +11,22 @@ import (
 // decideSpread decides an all-or-nothing set whose keys live in several
 // Cluster slots, where no single script can see them all:
 //
-//  1. Dry run: every request's script in dry mode, sent together (one
-//     pipelined round trip per node). If any denies, the set is denied with
-//     the largest RetryAfter and nothing has been written — the common case
-//     under load costs one round trip and no writes.
+//  1. Dry run: decide every request without writing anything, each in the
+//     queue of its key's node (coalesce.go) as a lone Decide is, so that
+//     under load it rides in the call that node makes anyway; the requests
+//     of idle nodes go at once, one call per node, the nodes at the same
+//     time. If any denies, the set is denied with the largest RetryAfter and
+//     nothing has been written — the common case under load, at no call of
+//     its own. (A set of more than maxBatch keys makes its dry run apart, a
+//     call per key, pipelined: see dryRunApart.)
 //  2. Reserve: admit the requests one at a time, in key order, each as a lone
 //     Decide in the queue of its key's node (coalesce.go), so that under load
 //     it shares a call with what is queued there. If one is denied after all
 //     (another client got there since the dry run), refund the reservations
-//     made so far (releases in the same queues) and deny the set. With a
-//     client clock each reservation is decided at its call's instant.
+//     made so far (releases in the same queues) and deny the set.
+//
+// With a client clock each dry run and reservation is decided at its call's
+// instant.
 //
 // The key order makes two sets that share keys contend on their first shared
 // key before either holds anything else, instead of each reserving a part
@@ -33,25 +39,14 @@ import (
 // refund cannot reach Redis, its units stay consumed until the key expires.
 func (s *Store) decideSpread(ctx context.Context, reqs []sluice.Request, keys []string, results []sluice.Result) error {
 	n := len(reqs)
-	now := s.now() // one instant for the whole set, with a client clock
 	replies := make([]int64, 2*n*replyLen)
 	dry, held := replies[:n*replyLen], replies[n*replyLen:]
-	calls := make([]Call, n)
-	for i, r := range reqs {
-		calls[i] = Call{
-			Script: scriptFor(r.Policy.Algorithm),
-			Keys:   keys[i : i+1 : i+1],
-			Args:   s.requestArgs(modeDry, r, now, false, 0, 0),
-			Reply:  dry[i*replyLen : (i+1)*replyLen],
-		}
+	if err := s.dryRun(ctx, reqs, keys, dry); err != nil {
+		return err
 	}
-	s.run.RunMulti(ctx, calls)
 	denied, wait := false, int64(0)
-	for i := range calls {
-		if calls[i].Err != nil {
-			return scriptError(calls[i].Script, s.blame(keys[i], calls[i].Err))
-		}
-		if r := calls[i].Reply; r[replyAllowed] == 0 {
+	for i := range reqs {
+		if r := dry[i*replyLen:]; r[replyAllowed] == 0 {
 			denied, wait = true, max(wait, r[replyRetry])
 		}
 	}
@@ -77,7 +72,7 @@ func (s *Store) decideSpread(ctx context.Context, reqs []sluice.Request, keys []
 			// This reservation may or may not have been applied; if it was,
 			// its units stay consumed until they expire (never over-admits).
 			s.refund(ctx, reqs, keys, held, order[:k])
-			return scriptError(calls[i].Script, s.blame(keys[i], err))
+			return scriptError(scriptFor(reqs[i].Policy.Algorithm), s.blame(keys[i], err))
 		}
 		if reply[replyAllowed] == 0 {
 			s.refund(ctx, reqs, keys, held, order[:k])
@@ -90,6 +85,92 @@ func (s *Store) decideSpread(ctx context.Context, reqs []sluice.Request, keys []
 	}
 	for i, r := range reqs {
 		results[i] = result(r.Policy, held[i*replyLen:])
+	}
+	return nil
+}
+
+// dryRun decides the requests of a spread set without writing anything,
+// request i's reply to dry[i*replyLen:], each in the queue of its key's node
+// (coalesce.go): where a call is in flight, it waits behind it with what is
+// queued there and goes in the next call (a 'd' record of decide_batch);
+// elsewhere it goes at once, with the set's other requests for that node, in
+// one call (alone: main.lua's mode 'd'), the nodes' calls at the same time.
+// Every queue is joined before any call is made, so that one node's call
+// does not hold back the set's requests for another.
+func (s *Store) dryRun(ctx context.Context, reqs []sluice.Request, keys []string, dry []int64) error {
+	if len(reqs) > maxBatch {
+		return s.dryRunApart(ctx, reqs, keys, dry)
+	}
+	ws := make([]waiter, len(reqs))
+	var qks []queueKey
+	var groups [][]*waiter // the waiters of each of qks
+	for i := range ws {
+		w := &ws[i]
+		w.setDry(ctx, reqs[i], keys[i], dry[i*replyLen:(i+1)*replyLen])
+		qk, _ := s.queueOf(w.keys) // a lone key always has a queue
+		g := slices.Index(qks, qk)
+		if g < 0 {
+			g = len(qks)
+			qks, groups = append(qks, qk), append(groups, nil)
+		}
+		groups[g] = append(groups[g], w)
+	}
+	q := s.queuesOf(&ws[0])
+	var idle []int // the groups whose call this set makes
+	for g := range groups {
+		if q.join(qks[g], groups[g]...) {
+			idle = append(idle, g)
+		}
+	}
+	var wg sync.WaitGroup
+	for k, g := range idle {
+		call := func() {
+			s.runBatch(ctx, groups[g])
+			s.handOff(q, qks[g])
+		}
+		if k == len(idle)-1 {
+			call() // the last on this goroutine
+		} else {
+			wg.Go(call)
+		}
+	}
+	wg.Wait()
+	for i := range ws {
+		if err := ws[i].wait(); err != nil {
+			return scriptError(scriptFor(reqs[i].Policy.Algorithm), s.blame(keys[i], err))
+		}
+	}
+	return nil
+}
+
+// setDry makes w the dry run of req on key, replying to reply.
+func (w *waiter) setDry(ctx context.Context, req sluice.Request, key string, reply []int64) {
+	w.ctx, w.op, w.held = ctx, opDry, reply
+	w.one[0], w.oneKey[0] = req, key
+	w.reqs, w.keys = w.one[:], w.oneKey[:]
+}
+
+// dryRunApart is dryRun for a set of more than maxBatch keys: each request
+// in main.lua's mode 'd', the calls pipelined (one round trip per node) and
+// none shared with the queues. Such a set would otherwise take a goroutine
+// for each of its many partitions (a Cluster's slots), and fill its nodes'
+// next calls on its own.
+func (s *Store) dryRunApart(ctx context.Context, reqs []sluice.Request, keys []string, dry []int64) error {
+	now := s.now() // one instant for the whole set, with a client clock
+	calls := make([]Call, len(reqs))
+	for i, r := range reqs {
+		calls[i] = Call{
+			Script: scriptFor(r.Policy.Algorithm),
+			Keys:   keys[i : i+1 : i+1],
+			Args:   s.requestArgs(modeDry, r, now, false, 0, 0),
+			Reply:  dry[i*replyLen : (i+1)*replyLen],
+		}
+	}
+	s.run.RunMulti(ctx, calls)
+	for i := range calls {
+		if calls[i].Err != nil {
+			return scriptError(calls[i].Script, s.blame(keys[i], calls[i].Err))
+		}
 	}
 	return nil
 }

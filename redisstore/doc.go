@@ -165,15 +165,16 @@
 //     "{app}:", puts every key in one slot, at the price of all the load on
 //     one node.
 //   - On a Cluster with keys in several slots no script can see them all.
-//     The store first runs every request's script in a dry-run mode that
-//     writes nothing, pipelined; if any denies, the set is denied with the
-//     largest RetryAfter (the common case under load: one round trip, no
-//     writes). Otherwise it reserves the requests one by one in key order, and
-//     if one is denied after all — another client was quicker — refunds the
-//     reservations made so far and denies the set. The reservations and the
+//     The store first decides every request in a dry run that writes
+//     nothing, every node at once; if any denies, the set is denied with the
+//     largest RetryAfter (the common case under load: no writes). Otherwise it
+//     reserves the requests one by one in key order, and if one is denied
+//     after all — another client was quicker — refunds the reservations made
+//     so far and denies the set. The dry runs, the reservations and the
 //     refunds queue with the Decides of their keys' nodes and share their
-//     calls (Batching), as a lone Decide does; the dry run does not. Each
-//     node decides on its own TIME. A refund undoes exactly the reserved cost: the window count or
+//     calls (Batching), as a lone Decide does (a set of more than 64 keys
+//     makes its dry run apart, a call per key, pipelined). Each node decides
+//     on its own TIME. A refund undoes exactly the reserved cost: the window count or
 //     the log entry goes, and a bucket's TAT or missing credit moves back by
 //     cost·T, less any refill the units may have absorbed meanwhile, so that a
 //     refund never leaves a bucket fuller than it would be without the

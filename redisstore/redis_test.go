@@ -100,6 +100,7 @@ func TestCluster(t *testing.T) {
 	t.Run("ChargeCoalescing", func(t *testing.T) { testChargeCoalescing(t, c) })
 	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, true) })
 	t.Run("BatchOneSlot", func(t *testing.T) { testBatch(t, tg.New, true, true) })
+	t.Run("LargeSet", func(t *testing.T) { testLargeSet(t, tg.New) })
 	t.Run("InFlight", func(t *testing.T) { testInFlightNodes(t, cl.URL()) })
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -36,8 +37,8 @@ func openForFuzz(f *testing.F) *Store {
 	return s
 }
 
-// FuzzBatchOps decodes its input into one batch of decisions, reservations
-// and releases — a few keys of every reservable algorithm, repeats of a key,
+// FuzzBatchOps decodes its input into one batch of decisions, reservations,
+// releases and dry runs (an op byte of 5 mod 6) — a few keys of every reservable algorithm, repeats of a key,
 // costs and upTo's around the limit, releases of reservations made before —
 // makes it in one call of decide_batch, and wants each item to get what it
 // gets alone, in the call's order at the same instant, on a second set of
@@ -45,9 +46,10 @@ func openForFuzz(f *testing.F) *Store {
 func FuzzBatchOps(f *testing.F) {
 	s := openForFuzz(f)
 	pols := reservablePolicies(5)
-	f.Add([]byte{1, 0, 3, 1, 0, 3, 1, 0, 3, 1, 1, 9})                    // one key three times, then another
-	f.Add([]byte{1, 1, 7, 0, 3, 7, 2, 2, 7, 1, 6, 8, 0, 3, 2, 1, 11, 9}) // keys of several algorithms, all kinds
-	f.Add([]byte{1, 5, 1, 1, 5, 1, 1, 5, 1, 2, 5, 1, 1, 5, 1, 1, 5, 1})  // past the limit, a release between
+	f.Add([]byte{1, 0, 3, 1, 0, 3, 1, 0, 3, 1, 1, 9})                             // one key three times, then another
+	f.Add([]byte{1, 1, 7, 0, 3, 7, 2, 2, 7, 1, 6, 8, 0, 3, 2, 1, 11, 9})          // keys of several algorithms, all kinds
+	f.Add([]byte{1, 5, 1, 1, 5, 1, 1, 5, 1, 2, 5, 1, 1, 5, 1, 1, 5, 1})           // past the limit, a release between
+	f.Add([]byte{5, 0, 2, 1, 0, 3, 5, 0, 2, 0, 0, 1, 5, 1, 2, 1, 0, 23, 5, 0, 2}) // dry runs between writes to their key
 	f.Add([]byte{0, 0, 0})
 	f.Add([]byte{})
 	round := 0
@@ -77,6 +79,9 @@ func FuzzBatchOps(f *testing.F) {
 			w := &waiter{ctx: ctx, op: op(in[i] % 3)}
 			w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
 			w.reqs, w.keys = w.one[:], w.oneKey[:]
+			if in[i]%6 == 5 {
+				w.setDry(ctx, req, w.keys[0], make([]int64, batchStride))
+			}
 			switch w.op {
 			case opDecide:
 				w.oneRes[0], w.results = sluice.Result{}, w.oneRes[:]
@@ -121,6 +126,12 @@ func FuzzBatchOps(f *testing.F) {
 			case opRelease:
 				if err := s.Release(ctx, req, made[s.Key(req.Policy, req.Key)], req.Cost); err != nil {
 					t.Fatal(err)
+				}
+			case opDry:
+				alone := &waiter{}
+				alone.setDry(ctx, req, s.Key(req.Policy, req.Key), make([]int64, batchStride))
+				if s.runBatch(ctx, []*waiter{alone}); alone.err != nil || !slices.Equal(w.held, alone.held) {
+					t.Fatalf("item %d of %d, a dry run (%s, cost %d): batch %v, alone %v %v", i, len(order), req.Policy.Algorithm, req.Cost, w.held, alone.held, alone.err)
 				}
 			}
 		}

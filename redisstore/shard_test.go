@@ -195,6 +195,7 @@ func TestSharded(t *testing.T) {
 	t.Run("NoScript", func(t *testing.T) { rstest.NoScript(t, tg) })
 	t.Run("CrossShardRace", func(t *testing.T) { rstest.CrossSlotRace(t, tg) })
 	t.Run("Batch", func(t *testing.T) { testBatch(t, tg.New, false, false) })
+	t.Run("LargeSet", func(t *testing.T) { testLargeSet(t, tg.New) })
 	t.Run("Open", func(t *testing.T) { testOpenSharded(t, servers) })
 }
 

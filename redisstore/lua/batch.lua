@@ -98,7 +98,11 @@ end
 --                                several nodes, crossslot.go);
 --   'r', code, P, L, C, T, n, ref1, ref2
 --                                a refund of n units admitted with ref1,
---                                ref2 (main.lua's mode 'r'), replying nothing.
+--                                ref2 (main.lua's mode 'r'), replying nothing;
+--   'd', code, P, L, C, T, n     a dry run (header.lua's dry_run, main.lua's
+--                                mode 'd'): one request decided without
+--                                writing, the key reported as a peek sees
+--                                it (a spread set's first step, crossslot.go).
 -- A run of several requests on one key reads its string state once and
 -- writes it once, after the last (HOLD; the sliding log's list excepted); the
 -- string states of all the keys are read with one MGET first.
@@ -135,6 +139,10 @@ local function decide_batch(keys, argv)
       ALG[argv[i + 1]].refund(keys[ki], tonumber(argv[i + 2]), tonumber(argv[i + 3]), tonumber(argv[i + 4]), tonumber(argv[i + 5]),
         tonumber(argv[i + 6]), tonumber(argv[i + 7]), tonumber(argv[i + 8]), NOW)
       ki, i = ki + 1, i + 9
+    elseif tok == 'd' then
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = dry_run(ALG[argv[i + 1]], keys[ki], tonumber(argv[i + 2]),
+        tonumber(argv[i + 3]), tonumber(argv[i + 4]), tonumber(argv[i + 5]), tonumber(argv[i + 6]))
+      ki, i, o = ki + 1, i + 7, o + 5
     elseif tok == 'm' then
       local n, decide, commit = tonumber(argv[i + 2]), alg.decide, alg.commit
       for _ = 1, tonumber(argv[i + 1]) do

@@ -239,3 +239,14 @@ local function get3(key)
   local a, b, c = SUNPACK('<xddd', v)
   return a, b, c
 end
+
+-- dry_run decides a request of n on key with the algorithm alg and writes
+-- nothing: allowed (1 or 0) and retry_after as the request would get them,
+-- remaining, reset_after and delay as a peek sees the key — what each key of
+-- a denied all-or-nothing set answers. main.lua's mode 'd' and decide_batch's
+-- 'd' record (a spread set's first step, crossslot.go) both reply it.
+local function dry_run(alg, key, P, L, C, T, n)
+  local allowed, _, retry = alg.decide(key, P, L, C, T, n, NOW)
+  local _, remaining, _, reset, delay = alg.decide(key, P, L, C, T, 0, NOW)
+  return allowed and 1 or 0, remaining, retry, reset, delay
+end
