@@ -2,9 +2,7 @@ package redisstore_test
 
 import (
 	"context"
-	"runtime"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,13 +15,12 @@ import (
 // decision's, on 10,000 keys far from their limit (gcra, 1e9/s), 64
 // goroutines, so that the calls are coalesced as a lease node's are:
 // decide (Decide, cost 1) and reserve (Reserve of 1 to 3 units). It reports
-// the script calls per operation and the redis-server CPU µs per operation
-// (INFO cpu). See docs/benchmarks.md.
+// the script calls and the redis-server CPU µs per operation (perOp). See
+// docs/benchmarks.md.
 func BenchmarkReserve(b *testing.B) {
 	for _, op := range []string{"decide", "reserve"} {
 		b.Run(op, func(b *testing.B) {
 			srv := redistest.Start(b)
-			servers := []*redistest.Server{srv}
 			s := redisstore.New(newClient(b, srv.URL()), redisstore.WithTimeout(benchTimeout))
 			p := &sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1e9, Period: time.Second}
 			ctx := context.Background()
@@ -39,26 +36,9 @@ func BenchmarkReserve(b *testing.B) {
 				}
 				return err
 			}
-			for i := range 100 { // load the functions, warm the connections
-				if err := do(i); err != nil {
-					b.Fatal(err)
-				}
-			}
-			calls, cpu := scriptCalls(b, servers), serversCPU(b, servers)
-			var next atomic.Int64
-			b.SetParallelism(max(1, (benchConcurrency+runtime.GOMAXPROCS(0)-1)/runtime.GOMAXPROCS(0)))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := do(int(next.Add(7919))); err != nil { // a stride prime to 10,000: every key in turn
-						b.Error(err)
-						return
-					}
-				}
+			perOp(b, []*redistest.Server{srv}, "op", func(i int) error {
+				return do(i * 7919) // a stride prime to 10,000: every key in turn
 			})
-			b.StopTimer()
-			b.ReportMetric(float64(scriptCalls(b, servers)-calls)/float64(b.N), "calls/op")
-			b.ReportMetric((serversCPU(b, servers)-cpu)*1e6/float64(b.N), "redis-µs/op")
 		})
 	}
 }

@@ -52,8 +52,16 @@ func BenchmarkSpreadSet(b *testing.B) {
 		}
 		return nil
 	}
-	for i := range 100 { // load the functions, warm the connections
-		if err := set(i); err != nil {
+	perOp(b, servers, "set", set)
+}
+
+// perOp runs op for b.N distinct i at benchConcurrency goroutines, after 100
+// calls to load the functions and warm the connections, and reports the
+// script calls Redis served (FCALL and EVALSHA, INFO commandstats, over all
+// servers) and their CPU µs (INFO cpu) per op, and ops/s; unit names the op.
+func perOp(b *testing.B, servers []*redistest.Server, unit string, op func(i int) error) {
+	for i := range 100 {
+		if err := op(i); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -63,16 +71,16 @@ func BenchmarkSpreadSet(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := set(int(next.Add(1))); err != nil {
+			if err := op(int(next.Add(1))); err != nil {
 				b.Error(err)
 				return
 			}
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(scriptCalls(b, servers)-before)/float64(b.N), "calls/set")
-	b.ReportMetric((serversCPU(b, servers)-cpu)*1e6/float64(b.N), "redis-µs/set")
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sets/s")
+	b.ReportMetric(float64(scriptCalls(b, servers)-before)/float64(b.N), "calls/"+unit)
+	b.ReportMetric((serversCPU(b, servers)-cpu)*1e6/float64(b.N), "redis-µs/"+unit)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit+"s/s")
 }
 
 // serversCPU adds up the CPU seconds servers have used.
