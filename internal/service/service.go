@@ -110,5 +110,9 @@ func (s *Service) install(cfg *config.Config) {
 		ls.SetPolicies(leaseSettings(cfg))
 	}
 	s.obs.Install(cfg)
+	s.Shares().Retain(func(name string) bool {
+		p := cfg.Policy(name)
+		return p != nil && p.FairShare
+	})
 	s.current.Store(cfg)
 }

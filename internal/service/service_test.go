@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -220,5 +221,42 @@ func TestDecideDeniesAll(t *testing.T) {
 	}
 	if r := decide1(t, s, "p", "k", 0); r.Remaining != 5 {
 		t.Fatalf("the denied request was charged: %+v", r)
+	}
+}
+
+// A reload that removes a fair-share policy, or makes it an ordinary one,
+// drops its shares: its sluice_fair_share_* series are no longer reported.
+func TestReloadForgetsShares(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	fair := func(name, share string) string {
+		return fmt.Sprintf("  - {name: %s, algorithm: gcra, limit: 100, period: 1s%s}\n", name, share)
+	}
+	write(t, path, "policies:\n"+fair("a", ", share: fair")+fair("b", ", share: fair"))
+	s, load := newTestService(t, path)
+	for _, name := range []string{"a", "b"} {
+		decide1(t, s, name, "tenant", 1)
+	}
+	series := func() []string {
+		var out []string
+		for _, st := range s.Shares().Stats() {
+			out = append(out, st.Policy)
+		}
+		return out
+	}
+	if got := series(); !slices.Equal(got, []string{"a", "b"}) || metric(t, s, "sluice_fair_share_level", "policy", "b") != 100 {
+		t.Fatalf("before the reload: shares of %v, want a and b", got)
+	}
+	for _, file := range []string{fair("a", ", share: fair") + fair("b", ""), fair("a", ", share: fair")} {
+		write(t, path, "policies:\n"+file)
+		if err := s.Reload(load); err != nil {
+			t.Fatal(err)
+		}
+		if got := series(); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("after reloading\n%s: shares of %v, want a's alone", file, got)
+		}
+	}
+	decide1(t, s, "a", "tenant", 1)
+	if got := metric(t, s, "sluice_fair_share_level", "policy", "a"); got != 100 {
+		t.Fatalf("a's level after the reloads: %v, want 100", got)
 	}
 }

@@ -178,6 +178,24 @@ func (s *Sharer) pool(p *sluice.Policy, interval time.Duration) *pool {
 	return pl
 }
 
+// Retain forgets the shares of every policy keep does not keep — one a
+// reload removed, or made no longer fair-share — so that they are no longer
+// reported (Stats); such a policy that comes back starts afresh.
+func (s *Sharer) Retain(keep func(policy string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pools := *s.pools.Load()
+	next := make(map[string]*pool, len(pools))
+	for name, pl := range pools {
+		if keep(name) {
+			next[name] = pl
+		}
+	}
+	if len(next) < len(pools) {
+		s.pools.Store(&next)
+	}
+}
+
 // member is a node's tenant on a board: the node, the tenant's weight and
 // the tenant, separated by spaces (the tenant last: it may hold any byte).
 func member(node string, weight float64, tenant string) string {
