@@ -124,6 +124,13 @@ func (q *queues) join(qk queueKey, ws ...*waiter) bool {
 	return false
 }
 
+// setOne makes w a waiter of the one request req on key, its slices in
+// itself.
+func (w *waiter) setOne(req sluice.Request, key string) {
+	w.one[0], w.oneKey[0] = req, key
+	w.reqs, w.keys = w.one[:], w.oneKey[:]
+}
+
 // wait returns w's error once a call has decided it: at once when the
 // caller made that call itself, else when the call it queued for returns or
 // its context ends, whichever comes first.

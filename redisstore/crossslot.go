@@ -146,8 +146,7 @@ func (s *Store) dryRun(ctx context.Context, reqs []sluice.Request, keys []string
 // setDry makes w the dry run of req on key, replying to reply.
 func (w *waiter) setDry(ctx context.Context, req sluice.Request, key string, reply []int64) {
 	w.ctx, w.op, w.held = ctx, opDry, reply
-	w.one[0], w.oneKey[0] = req, key
-	w.reqs, w.keys = w.one[:], w.oneKey[:]
+	w.setOne(req, key)
 }
 
 // dryRunApart is dryRun for a set of more than maxBatch keys: each request
@@ -190,8 +189,7 @@ func deny(reqs []sluice.Request, dry []int64, wait int64, results []sluice.Resul
 // queued there. reply gets the decision and the refs a refund needs.
 func (s *Store) hold(ctx context.Context, req sluice.Request, key string, reply []int64) error {
 	w := &waiter{ctx: ctx, op: opHold, held: reply}
-	w.one[0], w.oneKey[0] = req, key
-	w.reqs, w.keys = w.one[:], w.oneKey[:]
+	w.setOne(req, key)
 	return s.submit(w)
 }
 
@@ -215,8 +213,7 @@ func (s *Store) refund(ctx context.Context, reqs []sluice.Request, keys []string
 	for _, i := range idx {
 		h := held[i*replyLen : (i+1)*replyLen]
 		w := &waiter{ctx: ctx, op: opRelease, res: sluice.Reservation{Ref1: h[replyRef1], Ref2: h[replyRef2]}}
-		w.one[0], w.oneKey[0] = reqs[i], keys[i]
-		w.reqs, w.keys = w.one[:], w.oneKey[:]
+		w.setOne(reqs[i], keys[i])
 		wg.Go(func() { _ = s.submit(w) })
 	}
 	wg.Wait()

@@ -30,8 +30,7 @@ func (s *Store) Reserve(ctx context.Context, req sluice.Request, upTo int64) (sl
 		return sluice.Reservation{}, fmt.Errorf("redisstore: Reserve %s: %w", req.Policy.Algorithm, sluice.ErrNotReservable)
 	}
 	w := &waiter{ctx: ctx, op: opReserve, upTo: upTo}
-	w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
-	w.reqs, w.keys = w.one[:], w.oneKey[:]
+	w.setOne(req, s.Key(req.Policy, req.Key))
 	if err := s.submit(w); err != nil {
 		return sluice.Reservation{}, err
 	}
@@ -68,7 +67,6 @@ func (s *Store) Release(ctx context.Context, req sluice.Request, r sluice.Reserv
 	defer cancel()
 	req.Cost = unused
 	w := &waiter{ctx: ctx, op: opRelease, res: r}
-	w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
-	w.reqs, w.keys = w.one[:], w.oneKey[:]
+	w.setOne(req, s.Key(req.Policy, req.Key))
 	return s.submit(w)
 }

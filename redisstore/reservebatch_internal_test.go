@@ -77,8 +77,7 @@ func FuzzBatchOps(f *testing.F) {
 		for i := 0; i+2 < len(in) && len(batch) < maxBatch; i += 3 {
 			req := sluice.Request{Policy: pols[int(in[i+1])%len(pols)], Key: fmt.Sprintf("batch-k%d", int(in[i+1])/len(pols)%3), Cost: int64(in[i+2] % 3)}
 			w := &waiter{ctx: ctx, op: op(in[i] % 3)}
-			w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
-			w.reqs, w.keys = w.one[:], w.oneKey[:]
+			w.setOne(req, s.Key(req.Policy, req.Key))
 			if in[i]%6 == 5 {
 				w.setDry(ctx, req, w.keys[0], make([]int64, batchStride))
 			}
@@ -279,8 +278,7 @@ func TestReserveBatchFailure(t *testing.T) {
 	for i := range 5 {
 		req := sluice.Request{Policy: pols[i%len(pols)], Key: fmt.Sprintf("k%d", i), Cost: 1}
 		w := &waiter{ctx: context.Background(), op: opReserve, upTo: 3}
-		w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
-		w.reqs, w.keys = w.one[:], w.oneKey[:]
+		w.setOne(req, s.Key(req.Policy, req.Key))
 		batch = append(batch, w)
 	}
 	srv.Kill()

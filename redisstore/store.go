@@ -186,8 +186,8 @@ func (s *Store) Decide(ctx context.Context, req sluice.Request) (sluice.Result, 
 // oneWaiter returns the waiter of a lone request, its slices in itself.
 func (s *Store) oneWaiter(ctx context.Context, req sluice.Request) *waiter {
 	w := &waiter{ctx: ctx}
-	w.one[0], w.oneKey[0] = req, s.Key(req.Policy, req.Key)
-	w.reqs, w.keys, w.results = w.one[:], w.oneKey[:], w.oneRes[:]
+	w.setOne(req, s.Key(req.Policy, req.Key))
+	w.results = w.oneRes[:]
 	return w
 }
 
