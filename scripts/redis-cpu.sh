@@ -27,7 +27,15 @@
 #       ALGS ("fixed_window sliding_window token_bucket gcra leaky_bucket"),
 #       LIMIT (1000000000), PERIOD (1s), BURST (0: the limit),
 #       HOT (0: the share of calls on the one key "hot", as bench --hot),
-#       REDIS_CPUS (one server only: run it on those CPUs, e.g. 1, with taskset)
+#       REDIS_CPUS (one server only: run it on those CPUs, e.g. 1, with taskset),
+#       FLOOR (0; 1: also, each round, the Redis CPU of the bare commands a
+#       decision is made of, sent by redis-benchmark on the same server with
+#       CONCURRENCY clients, -P 32 and KEYS random keys, FLOOR_REQUESTS
+#       (1000000) each: GET; SET of a 17-byte value with PX 1, a key
+#       written and soon expired, as every key of this load is; SET with a
+#       PXAT far ahead, a live key overwritten; MGET of 32 keys, per key.
+#       The floor under a decision that reads and writes a string key.
+#       One server only)
 # Output: one CSV line per run (round,build,algorithm,decisions,rps,
 # cpu_us_per_decision,command,usec_per_call,calls_per_decision), then the
 # medians per build and algorithm.
@@ -45,10 +53,16 @@ PERIOD=${PERIOD:-1s}
 BURST=${BURST:-0}
 HOT=${HOT:-0}
 CLUSTER=${CLUSTER:-0}
+FLOOR=${FLOOR:-0}
+FLOOR_REQUESTS=${FLOOR_REQUESTS:-1000000}
 revs=("$@")
 [[ ${#revs[@]} -gt 0 ]] || revs=(.)
 
 require redis-cpu.sh redis-server redis-cli
+if [[ $FLOOR == 1 ]]; then
+	require redis-cpu.sh redis-benchmark
+	[[ $CLUSTER == 0 ]] || { echo "redis-cpu.sh: FLOOR needs one server (CLUSTER=0)" >&2; exit 2; }
+fi
 
 work=$(mktemp -d)
 redis_pid=
@@ -93,6 +107,38 @@ echo "# redis-server $(redis_version), $where; $CONCURRENCY callers, $KEYS keys 
 for i in "${!revs[@]}"; do echo "# build $i: ${names[$i]} (${revs[$i]})"; done
 echo "round,build,algorithm,decisions,rps,cpu_us_per_decision,command,usec_per_call,calls_per_decision"
 results="$work/results.csv"
+
+# floor_round ROUND: one run of each bare command (see FLOOR), as CSV lines
+# of build "floor", the command as the algorithm, and per command (per key
+# for the MGET) what a decision's line gives per decision.
+floor_round() {
+	local mget=() name cmd c0 c1 per line
+	for _ in $(seq 32); do mget+=("k:__rand_int__"); done
+	for name in GET SET-PX-1 SET-PXAT-far MGET-32; do
+		case $name in
+		GET) cmd=(GET k:__rand_int__) per=1 ;;
+		SET-PX-1) cmd=(SET k:__rand_int__ 0123456789abcdef0 PX 1) per=1 ;;
+		SET-PXAT-far) cmd=(SET k:__rand_int__ 0123456789abcdef0 PXAT 99999999999999) per=1 ;;
+		MGET-32) cmd=(MGET "${mget[@]}") per=32 ;;
+		esac
+		cli FLUSHALL >/dev/null
+		cli CONFIG RESETSTAT >/dev/null
+		c0=$(redis_cpu)
+		line=$(timeout 600 redis-benchmark -h 127.0.0.1 -p "$PORT" -c "$CONCURRENCY" -P 32 -n "$FLOOR_REQUESTS" \
+			-r "$KEYS" --csv "${cmd[@]}" | tail -1)
+		c1=$(redis_cpu)
+		read -r calls usec < <(cli INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v c="cmdstat_${cmd[0],,}" '
+			$1 == c { for (i = 2; i < NF; i += 2) { if ($i == "calls") n = $(i+1); if ($i == "usec") u = $(i+1) } }
+			END { printf "%d %d\n", n, u }')
+		python3 -c '
+import sys
+line, c0, c1, calls, usec, per, n = sys.argv[1:8]
+rps = float(line.split(",")[1].strip("\""))
+ops = int(n) * int(per)
+print("%d,%.0f,%.2f,%s,%.2f,%.3f" % (ops, rps * int(per), (float(c1) - float(c0)) * 1e6 / ops, sys.argv[8], int(usec) / max(int(calls), 1) / int(per), int(calls) / ops))
+' "$line" "$c0" "$c1" "$calls" "$usec" "$per" "$FLOOR_REQUESTS" "${cmd[0]}" | sed "s/^/$1,floor,$name,/" | tee -a "$results"
+	done
+}
 for round in $(seq "$ROUNDS"); do
 	for alg in $ALGS; do
 		for i in "${!revs[@]}"; do
@@ -116,6 +162,9 @@ print("%d,%.0f,%.2f,%s,%.2f,%.3f" % (d, j["throughput_rps"], (c1 - c0) * 1e6 / m
 			echo "$round,${names[$i]},$alg,$line" | tee -a "$results"
 		done
 	done
+	if [[ $FLOOR == 1 ]]; then
+		floor_round "$round"
+	fi
 done
 
 echo "# medians over $ROUNDS rounds: build,algorithm,rps,cpu_us_per_decision,command,usec_per_call,calls_per_decision"
