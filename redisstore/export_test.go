@@ -119,3 +119,10 @@ func Queued(s *Store) (dry, others int) {
 	}
 	return dry, others
 }
+
+// HashStateLibrary is the function library of BenchmarkStateLayout's
+// prototype: header.lua, store (which replaces its read and put), gcra.lua,
+// then batch, which registers the function.
+func HashStateLibrary(store, batch string) string {
+	return join([]string{"#!lua name=sluice_hashstate", "local PXAT = true", luaHeader, store, luaGCRA, batch})
+}

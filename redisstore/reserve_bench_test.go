@@ -36,7 +36,7 @@ func BenchmarkReserve(b *testing.B) {
 				}
 				return err
 			}
-			perOp(b, []*redistest.Server{srv}, "op", func(i int) error {
+			perOp(b, []*redistest.Server{srv}, "op", 1, func(i int) error {
 				return do(i * 7919) // a stride prime to 10,000: every key in turn
 			})
 		})

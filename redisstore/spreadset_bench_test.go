@@ -52,14 +52,15 @@ func BenchmarkSpreadSet(b *testing.B) {
 		}
 		return nil
 	}
-	perOp(b, servers, "set", set)
+	perOp(b, servers, "set", 1, set)
 }
 
 // perOp runs op for b.N distinct i at benchConcurrency goroutines, after 100
 // calls to load the functions and warm the connections, and reports the
 // script calls Redis served (FCALL and EVALSHA, INFO commandstats, over all
-// servers) and their CPU µs (INFO cpu) per op, and ops/s; unit names the op.
-func perOp(b *testing.B, servers []*redistest.Server, unit string, op func(i int) error) {
+// servers) and their CPU µs (INFO cpu) per unit, and units/s; each op is per
+// units.
+func perOp(b *testing.B, servers []*redistest.Server, unit string, per int, op func(i int) error) {
 	for i := range 100 {
 		if err := op(i); err != nil {
 			b.Fatal(err)
@@ -78,9 +79,10 @@ func perOp(b *testing.B, servers []*redistest.Server, unit string, op func(i int
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(scriptCalls(b, servers)-before)/float64(b.N), "calls/"+unit)
-	b.ReportMetric((serversCPU(b, servers)-cpu)*1e6/float64(b.N), "redis-µs/"+unit)
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit+"s/s")
+	units := float64(b.N * per)
+	b.ReportMetric(float64(scriptCalls(b, servers)-before)/units, "calls/"+unit)
+	b.ReportMetric((serversCPU(b, servers)-cpu)*1e6/units, "redis-µs/"+unit)
+	b.ReportMetric(units/b.Elapsed().Seconds(), unit+"s/s")
 }
 
 // serversCPU adds up the CPU seconds servers have used.
