@@ -33,7 +33,8 @@
 #       CONCURRENCY clients, -P 32 and KEYS random keys, FLOOR_REQUESTS
 #       (1000000) each: GET; SET of a 17-byte value with PX 1, a key
 #       written and soon expired, as every key of this load is; SET with a
-#       PXAT far ahead, a live key overwritten; MGET of 32 keys, per key.
+#       PXAT far ahead, a live key overwritten; MGET of 32 keys, per key
+#       (the database is flushed before each, so GET and MGET miss).
 #       The floor under a decision that reads and writes a string key.
 #       One server only)
 # Output: one CSV line per run (round,build,algorithm,decisions,rps,
